@@ -1,0 +1,5 @@
+//! Thin HTTP handlers, one file per resource.
+
+pub mod collections;
+pub mod health;
+pub mod items;

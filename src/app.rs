@@ -1,0 +1,96 @@
+//! Shared state and router assembly.
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{Method, StatusCode, Uri};
+use axum::routing::get;
+use axum::Router;
+
+use crate::api;
+use crate::catalog::{Catalog, Collection};
+use crate::config::Config;
+use crate::db::{migrate, Database, StartupError};
+use crate::error::ApiError;
+use crate::write::BatchLimits;
+
+/// Everything a request handler needs.
+#[derive(Clone)]
+pub struct AppState {
+    /// The connection pool.
+    pub db: Database,
+    /// Published collections, loaded at start-up.
+    pub catalog: Arc<Catalog>,
+    /// How writes are cut into batches.
+    pub limits: BatchLimits,
+}
+
+impl AppState {
+    /// Connect (retrying), check PostGIS, migrate, and load the catalog.
+    pub async fn start(config: &Config) -> Result<Self, StartupError> {
+        let url = config
+            .db
+            .database_url
+            .as_deref()
+            .ok_or(StartupError::NoUrl)?;
+        let db = Database::new(url, config.pool_size, config.pool_wait)?;
+        let mut client = db.wait_until_ready(config.db.startup_timeout).await?;
+        migrate::run(&mut client).await?;
+        let catalog = Catalog::load(&client, &config.schemas)
+            .await
+            .map_err(|source| StartupError::Query {
+                doing: "loading the catalog",
+                source,
+            })?;
+        tracing::info!(
+            collections = catalog.summaries().len(),
+            schemas = ?config.schemas,
+            "catalog loaded"
+        );
+        Ok(AppState {
+            db,
+            catalog: Arc::new(catalog),
+            limits: config.batch_limits(),
+        })
+    }
+
+    /// The collection with this id, or a 404.
+    pub fn collection(&self, id: &str) -> Result<Arc<Collection>, ApiError> {
+        self.catalog
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ApiError::unknown_collection(id))
+    }
+}
+
+/// The HTTP API.
+pub fn router(state: AppState, max_body: usize) -> Router {
+    Router::new()
+        .route("/healthz", get(api::health::healthz))
+        .route("/readyz", get(api::health::readyz))
+        .route("/collections", get(api::collections::list))
+        .route(
+            "/collections/{collection_id}/items",
+            axum::routing::post(api::items::create),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        format!("no resource at {}", uri.path()),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        format!("{method} is not supported on {}", uri.path()),
+    )
+}

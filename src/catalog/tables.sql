@@ -1,0 +1,42 @@
+-- Every column of every ordinary or partitioned table in the published schemas.
+-- Domains are resolved to their base type; arrays report their element type.
+-- Geometry typmods are decoded only when constrained (typmod >= 0).
+SELECT n.nspname::text AS schema_name,
+       c.relname::text AS table_name,
+       a.attnum::int4 AS attnum,
+       a.attname::text AS column_name,
+       format_type(a.atttypid, a.atttypmod) AS type_sql,
+       base.typname::text AS base_type,
+       elem.typname::text AS element_type,
+       CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END AS typmod,
+       (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)) AS not_null,
+       COALESCE(pg_get_expr(d.adbin, d.adrelid),
+                CASE WHEN t.typtype = 'd' THEN t.typdefault END) AS default_expr,
+       a.attidentity::text AS identity,
+       a.attgenerated::text AS generated,
+       COALESCE(pk.is_pk, false) AS is_pk,
+       EXISTS (SELECT 1 FROM pg_trigger tg
+                WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal AND tg.tgenabled <> 'D'
+                  AND (tg.tgtype & 1) <> 0   -- ROW
+                  AND (tg.tgtype & 2) <> 0   -- BEFORE
+                  AND (tg.tgtype & 4) <> 0)  -- INSERT
+         AS before_insert_trigger,
+       obj_description(c.oid, 'pg_class') AS table_comment
+  FROM pg_class c
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+  JOIN pg_type t ON t.oid = a.atttypid
+  JOIN pg_type base ON base.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+  LEFT JOIN pg_type elem ON elem.oid = base.typelem AND base.typcategory = 'A'
+  LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+  LEFT JOIN LATERAL (
+        SELECT true AS is_pk
+          FROM pg_index i
+         WHERE i.indrelid = c.oid AND i.indisprimary AND i.indnkeyatts = 1
+           AND i.indkey[0] = a.attnum
+       ) pk ON true
+ WHERE n.nspname = ANY($1::text[])
+   AND c.relkind IN ('r', 'p')
+   AND NOT c.relispartition
+   AND has_table_privilege(c.oid, 'SELECT')
+ ORDER BY n.nspname, c.relname, a.attnum

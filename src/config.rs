@@ -1,0 +1,122 @@
+//! Configuration: every setting is an environment variable and a flag.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::write::BatchLimits;
+
+/// How to reach the database.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL connection string, e.g. postgres://user:pass@host/db.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// How long start-up keeps retrying an unreachable database.
+    #[arg(long, env = "FEATUREPIPE_STARTUP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub startup_timeout: Duration,
+}
+
+/// Settings of `featurepipe serve`.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    #[command(flatten)]
+    /// Database connection.
+    pub db: DatabaseArgs,
+    /// Address to listen on.
+    #[arg(long, env = "FEATUREPIPE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Comma-separated schemas whose tables are published; the first one's tables need no prefix.
+    #[arg(
+        long,
+        env = "FEATUREPIPE_SCHEMAS",
+        default_value = "public",
+        value_delimiter = ','
+    )]
+    pub schemas: Vec<String>,
+    /// Features per pipelined batch.
+    #[arg(long, env = "FEATUREPIPE_BATCH_SIZE", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+    /// Parameter bytes per batch (suffixes KiB, MiB, GiB allowed).
+    #[arg(long, env = "FEATUREPIPE_BATCH_BYTES", default_value = "8MiB", value_parser = parse_bytes)]
+    pub batch_bytes: usize,
+    /// Maximum database connections.
+    #[arg(long, env = "FEATUREPIPE_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: usize,
+    /// How long a request waits for a free connection before a 503.
+    #[arg(long, env = "FEATUREPIPE_POOL_WAIT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub pool_wait: Duration,
+    /// Largest accepted request body (suffixes KiB, MiB, GiB allowed).
+    #[arg(long, env = "FEATUREPIPE_MAX_BODY", default_value = "64MiB", value_parser = parse_bytes)]
+    pub max_body: usize,
+}
+
+impl Config {
+    /// A configuration with every default, for `url` (used by tests and embedders).
+    pub fn for_database(url: &str) -> Self {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            config: Config,
+        }
+        let mut config = Wrapper::parse_from(["featurepipe"]).config;
+        config.db.database_url = Some(url.to_owned());
+        config
+    }
+
+    /// The batching limits.
+    pub fn batch_limits(&self) -> BatchLimits {
+        BatchLimits {
+            max_features: self.batch_size as usize,
+            max_bytes: self.batch_bytes,
+        }
+    }
+}
+
+/// Parse `1048576`, `512KiB`, `8MiB`, `1GiB` (also kB/MB/GB as powers of 1000).
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("'{s}' is not a byte size"))?;
+    let factor = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        u => return Err(format!("unknown size unit '{u}' (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(parse_bytes("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("2 KiB"), Ok(2048));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("1 parsec").is_err());
+    }
+
+    #[test]
+    fn defaults_match_the_readme() {
+        let c = Config::for_database("postgres://localhost/x");
+        assert_eq!(c.batch_size, 500);
+        assert_eq!(c.batch_bytes, 8 << 20);
+        assert_eq!(c.max_body, 64 << 20);
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.schemas, vec!["public".to_string()]);
+    }
+}

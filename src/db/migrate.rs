@@ -1,0 +1,80 @@
+//! The service's own schema, `featurepipe`, versioned by the files in `migrations/`.
+
+use tokio_postgres::Client;
+
+use super::StartupError;
+
+/// Migrations in order: (version, name, SQL). Applied ones are never edited.
+const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "featurepipe_schema",
+    include_str!("../../migrations/0001_featurepipe_schema.sql"),
+)];
+
+/// Arbitrary constant: replicas starting together take turns on this lock.
+const LOCK_KEY: i64 = 0x6665_6174_7572_6570; // "featurep"
+
+fn query_error(doing: &'static str) -> impl Fn(tokio_postgres::Error) -> StartupError {
+    move |source| StartupError::Query { doing, source }
+}
+
+/// Apply pending migrations, each in its own transaction, under an advisory lock.
+/// Returns the versions applied now.
+pub async fn run(client: &mut Client) -> Result<Vec<i32>, StartupError> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(query_error("taking the migration lock"))?;
+    let result = apply_pending(client).await;
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
+        .await
+        .map_err(query_error("releasing the migration lock"))?;
+    result
+}
+
+async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, StartupError> {
+    client
+        .batch_execute(
+            "CREATE SCHEMA IF NOT EXISTS featurepipe;
+             CREATE TABLE IF NOT EXISTS featurepipe.schema_migrations (
+                 version    integer PRIMARY KEY,
+                 name       text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             );",
+        )
+        .await
+        .map_err(query_error("creating the migrations table"))?;
+    let applied: Vec<i32> = client
+        .query("SELECT version FROM featurepipe.schema_migrations", &[])
+        .await
+        .map_err(query_error("reading applied migrations"))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut now_applied = Vec::new();
+    for &(version, name, sql) in MIGRATIONS {
+        if applied.contains(&version) {
+            continue;
+        }
+        let tx = client
+            .transaction()
+            .await
+            .map_err(query_error("starting a migration"))?;
+        tx.batch_execute(sql)
+            .await
+            .map_err(query_error("applying a migration"))?;
+        tx.execute(
+            "INSERT INTO featurepipe.schema_migrations (version, name) VALUES ($1, $2)",
+            &[&version, &name],
+        )
+        .await
+        .map_err(query_error("recording a migration"))?;
+        tx.commit()
+            .await
+            .map_err(query_error("committing a migration"))?;
+        tracing::info!(version, name, "applied migration");
+        now_applied.push(version);
+    }
+    Ok(now_applied)
+}

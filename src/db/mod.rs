@@ -1,0 +1,135 @@
+//! Connection pool, start-up checks and migrations.
+
+pub mod migrate;
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts,
+};
+use tokio_postgres::NoTls;
+
+use crate::error::ApiError;
+
+/// Why the service cannot start against this database.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// No database configured.
+    #[error("DATABASE_URL is not set (`make run` starts a local PostGIS and sets it for you)")]
+    NoUrl,
+    /// `DATABASE_URL` does not parse.
+    #[error("DATABASE_URL is not a valid PostgreSQL connection string: {0}")]
+    BadUrl(tokio_postgres::Error),
+    /// No connection within the start-up timeout.
+    #[error("cannot reach the database after {waited:?}: {source}")]
+    Unreachable {
+        /// How long we tried.
+        waited: Duration,
+        /// The last error.
+        source: PoolError,
+    },
+    /// The PostGIS extension is missing.
+    #[error(
+        "PostGIS is not installed in this database: run `CREATE EXTENSION postgis;` as a superuser"
+    )]
+    NoPostgis,
+    /// A query at start-up failed.
+    #[error("database error while {doing}: {source}")]
+    Query {
+        /// What we were doing.
+        doing: &'static str,
+        /// The error.
+        source: tokio_postgres::Error,
+    },
+}
+
+/// The pool plus how long a request may wait for a connection.
+#[derive(Clone)]
+pub struct Database {
+    pool: Pool,
+    wait: Duration,
+}
+
+impl Database {
+    /// Build a pool of at most `size` connections; requests wait at most `wait` for one.
+    pub fn new(url: &str, size: usize, wait: Duration) -> Result<Self, StartupError> {
+        let config = tokio_postgres::Config::from_str(url).map_err(StartupError::BadUrl)?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(wait))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .expect("a runtime is configured, so building cannot fail");
+        Ok(Database { pool, wait })
+    }
+
+    /// Take a connection, waiting at most the configured time: 503 otherwise.
+    pub async fn connection(&self) -> Result<Object, ApiError> {
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Timeout(_) => ApiError::unavailable(format!(
+                "no database connection became free within {:?}; retry later",
+                self.wait
+            )),
+            e => ApiError::unavailable(format!("the database is unreachable: {e}")),
+        })
+    }
+
+    /// Wait until the database answers (retrying for `timeout`), then check PostGIS.
+    pub async fn wait_until_ready(&self, timeout: Duration) -> Result<Object, StartupError> {
+        let started = Instant::now();
+        let client = loop {
+            let quick = Timeouts {
+                wait: Some(Duration::from_secs(5)),
+                create: Some(Duration::from_secs(5)),
+                recycle: Some(Duration::from_secs(5)),
+            };
+            match self.pool.timeout_get(&quick).await {
+                Ok(client) => break client,
+                Err(e) if started.elapsed() >= timeout => {
+                    return Err(StartupError::Unreachable {
+                        waited: started.elapsed(),
+                        source: e,
+                    })
+                }
+                Err(e) => {
+                    tracing::warn!("database not reachable yet ({e}); retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        };
+        let postgis = client
+            .query_opt(
+                "SELECT extversion FROM pg_extension WHERE extname = 'postgis'",
+                &[],
+            )
+            .await
+            .map_err(|source| StartupError::Query {
+                doing: "checking for PostGIS",
+                source,
+            })?;
+        match postgis {
+            Some(row) => tracing::info!(postgis = row.get::<_, String>(0), "database ready"),
+            None => return Err(StartupError::NoPostgis),
+        }
+        Ok(client)
+    }
+
+    /// Whether a connection can be taken and answers a query now.
+    pub async fn is_ready(&self) -> Result<(), ApiError> {
+        let client = self.connection().await?;
+        client
+            .simple_query("SELECT 1")
+            .await
+            .map(|_| ())
+            .map_err(|e| ApiError::unavailable(format!("the database does not answer: {e}")))
+    }
+}

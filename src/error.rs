@@ -1,0 +1,177 @@
+//! One error type for the HTTP API, rendered as RFC 9457 `application/problem+json`.
+
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::write::report::BatchReport;
+
+/// How many individual problems a response lists; the total is always given.
+pub const MAX_LISTED_ERRORS: usize = 100;
+
+/// One problem with one feature: where it is (JSON pointer) and what is wrong.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FieldError {
+    /// Index of the feature in the request (0 for a single Feature); absent
+    /// when the database could not tie the problem to one feature (e.g. at COMMIT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feature: Option<usize>,
+    /// JSON pointer into the request body, e.g. `/features/17/properties/height`.
+    pub pointer: String,
+    /// Stable machine-readable code, e.g. `unknown_property`.
+    pub code: String,
+    /// Human-readable explanation.
+    pub message: String,
+    /// SQLSTATE when the database reported the problem.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sqlstate: Option<String>,
+    /// Constraint named by the database.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    /// Column named by the database.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+    /// The database's DETAIL line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl FieldError {
+    /// A validation problem found before touching the database.
+    pub fn new(feature: usize, pointer: String, code: &str, message: impl Into<String>) -> Self {
+        FieldError {
+            feature: Some(feature),
+            pointer,
+            code: code.to_owned(),
+            message: message.into(),
+            sqlstate: None,
+            constraint: None,
+            column: None,
+            detail: None,
+        }
+    }
+}
+
+/// An error answered to the client as problem+json (boxed: errors travel far, and often).
+#[derive(Debug, Clone)]
+pub struct ApiError(Box<Problem>);
+
+/// The problem document.
+#[derive(Debug, Clone, Serialize)]
+struct Problem {
+    #[serde(skip)]
+    http_status: StatusCode,
+    /// Problem type URI (a tag URI; not dereferenceable).
+    #[serde(rename = "type")]
+    kind: String,
+    title: String,
+    status: u16,
+    detail: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    errors: Vec<FieldError>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total_errors: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batches: Option<Vec<BatchReport>>,
+    #[serde(skip)]
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl ApiError {
+    /// A problem with a status, a short kind (`invalid-json`, …) and a detail line.
+    pub fn new(status: StatusCode, kind: &str, detail: impl Into<String>) -> Self {
+        ApiError(Box::new(Problem {
+            http_status: status,
+            kind: format!("urn:featurepipe:problem:{kind}"),
+            title: status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: status.as_u16(),
+            detail: detail.into(),
+            errors: Vec::new(),
+            total_errors: None,
+            batches: None,
+            headers: Vec::new(),
+        }))
+    }
+
+    /// 404 for an unknown collection.
+    pub fn unknown_collection(id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown-collection",
+            format!("no collection named '{id}'; GET /collections lists them"),
+        )
+    }
+
+    /// 503 with `Retry-After`: the database cannot take the request now.
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database-unavailable",
+            detail,
+        )
+        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+    }
+
+    /// Add a response header (`Allow`, `Retry-After`, …).
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.0.headers.push((name, value));
+        self
+    }
+
+    /// 500 for a fault of the service or the database that the client cannot fix.
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail)
+    }
+
+    /// Attach feature-level problems; only the first [`MAX_LISTED_ERRORS`] are kept.
+    pub fn with_errors(mut self, mut errors: Vec<FieldError>) -> Self {
+        self.0.total_errors = Some(errors.len());
+        errors.truncate(MAX_LISTED_ERRORS);
+        self.0.errors = errors;
+        self
+    }
+
+    /// Attach the per-batch report of a failed write.
+    pub fn with_batches(mut self, batches: Vec<BatchReport>) -> Self {
+        self.0.batches = Some(batches);
+        self
+    }
+
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.0.http_status
+    }
+
+    /// The listed feature-level problems.
+    pub fn errors(&self) -> &[FieldError] {
+        &self.0.errors
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.0.http_status, self.0.detail)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = *self.0;
+        if problem.http_status.is_server_error() {
+            tracing::error!(status = %problem.http_status, detail = %problem.detail, "request failed");
+        }
+        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let mut response = (problem.http_status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        for (name, value) in problem.headers {
+            headers.insert(name, value);
+        }
+        response
+    }
+}

@@ -1,0 +1,331 @@
+//! Strict coercion of a JSON property value into a column's SQL type.
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use serde_json::{Number, Value};
+
+use super::value::SqlValue;
+use crate::catalog::ScalarType;
+
+/// Why a value does not fit: a code and a message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoerceError {
+    /// Machine-readable code.
+    pub code: &'static str,
+    /// Explanation naming the expected type.
+    pub message: String,
+    /// Index within an array value, when the problem is an element.
+    pub element: Option<usize>,
+}
+
+fn err(code: &'static str, message: impl Into<String>) -> CoerceError {
+    CoerceError {
+        code,
+        message: message.into(),
+        element: None,
+    }
+}
+
+fn type_error(expected: &str, got: &Value) -> CoerceError {
+    let got = match got {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    err("invalid_type", format!("expected {expected}, got {got}"))
+}
+
+/// Coerce a non-null scalar.
+pub fn scalar(value: &Value, ty: ScalarType) -> Result<SqlValue, CoerceError> {
+    match ty {
+        ScalarType::Int2 => integer(value, i16::MIN.into(), i16::MAX.into(), "smallint")
+            .map(|v| SqlValue::Int2(v as i16)),
+        ScalarType::Int4 => integer(value, i32::MIN.into(), i32::MAX.into(), "integer")
+            .map(|v| SqlValue::Int4(v as i32)),
+        ScalarType::Int8 => integer(value, i64::MIN, i64::MAX, "bigint").map(SqlValue::Int8),
+        ScalarType::Float8 => float(value, f64::MAX).map(SqlValue::Float8),
+        ScalarType::Float4 => float(value, f32::MAX.into()).map(|v| SqlValue::Float4(v as f32)),
+        ScalarType::Numeric => numeric(value).map(SqlValue::Text),
+        ScalarType::Text { max_chars } => text(value, max_chars).map(SqlValue::Text),
+        ScalarType::Bool => value
+            .as_bool()
+            .map(SqlValue::Bool)
+            .ok_or_else(|| type_error("a boolean", value)),
+        ScalarType::Uuid => {
+            let s = value
+                .as_str()
+                .ok_or_else(|| type_error("a UUID string", value))?;
+            uuid::Uuid::parse_str(s)
+                .map(SqlValue::Uuid)
+                .map_err(|_| err("invalid_uuid", format!("'{s}' is not a UUID")))
+        }
+        ScalarType::Date => {
+            let s = value
+                .as_str()
+                .ok_or_else(|| type_error("a date string (YYYY-MM-DD)", value))?;
+            NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .map(SqlValue::Date)
+                .map_err(|_| {
+                    err(
+                        "invalid_date",
+                        format!("'{s}' is not an RFC 3339 full-date (YYYY-MM-DD)"),
+                    )
+                })
+        }
+        ScalarType::Timestamp => timestamp(value).map(SqlValue::Timestamp),
+        ScalarType::Timestamptz => {
+            let s = value
+                .as_str()
+                .ok_or_else(|| type_error("an RFC 3339 date-time string", value))?;
+            DateTime::parse_from_rfc3339(s)
+                .map(|t| SqlValue::Timestamptz(t.with_timezone(&Utc)))
+                .map_err(|_| {
+                    err(
+                        "invalid_timestamp",
+                        format!("'{s}' is not an RFC 3339 date-time with offset, e.g. 2024-05-01T12:00:00Z"),
+                    )
+                })
+        }
+        ScalarType::Json | ScalarType::Jsonb => {
+            if contains_nul(value) {
+                return Err(err(
+                    "invalid_text",
+                    "JSON text for the database cannot contain \\u0000",
+                ));
+            }
+            Ok(SqlValue::Json(value.clone()))
+        }
+    }
+}
+
+/// Coerce a JSON array into a one-dimensional SQL array (null elements allowed).
+pub fn array(value: &Value, elem: ScalarType) -> Result<SqlValue, CoerceError> {
+    let items = value
+        .as_array()
+        .ok_or_else(|| type_error("an array", value))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Value::Null => Ok(SqlValue::Null),
+            Value::Array(_) if !matches!(elem, ScalarType::Json | ScalarType::Jsonb) => {
+                Err(CoerceError {
+                    element: Some(i),
+                    ..err("invalid_type", "only one-dimensional arrays are supported")
+                })
+            }
+            v => scalar(v, elem).map_err(|e| CoerceError {
+                element: Some(i),
+                ..e
+            }),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(SqlValue::Array)
+}
+
+fn integer(value: &Value, min: i64, max: i64, name: &str) -> Result<i64, CoerceError> {
+    let n = value
+        .as_number()
+        .ok_or_else(|| type_error(&format!("an integer ({name})"), value))?;
+    let v = match n.as_i64() {
+        Some(v) => v,
+        // 3.0 and 1e3 are integral; 2.5 is not.
+        None => match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => f as i64,
+            Some(f) if f.fract() == 0.0 => {
+                return Err(err(
+                    "out_of_range",
+                    format!("{n} is out of range for {name}"),
+                ))
+            }
+            _ => {
+                return Err(err(
+                    "invalid_type",
+                    format!("expected an integer ({name}), got {n}"),
+                ))
+            }
+        },
+    };
+    if v < min || v > max {
+        return Err(err(
+            "out_of_range",
+            format!("{v} is out of range for {name}"),
+        ));
+    }
+    Ok(v)
+}
+
+fn float(value: &Value, max: f64) -> Result<f64, CoerceError> {
+    let n = value
+        .as_number()
+        .ok_or_else(|| type_error("a number", value))?;
+    match n.as_f64() {
+        Some(f) if f.is_finite() && f.abs() <= max => Ok(f),
+        _ => Err(err(
+            "out_of_range",
+            format!("{n} is out of range for the column's floating-point type"),
+        )),
+    }
+}
+
+/// Numbers keep their exact decimal text; strings must be decimal numbers too.
+fn numeric(value: &Value) -> Result<String, CoerceError> {
+    match value {
+        Value::Number(n) => Ok(n.to_string()),
+        Value::String(s) if is_decimal(s) => Ok(s.clone()),
+        Value::String(s) => Err(err(
+            "invalid_numeric",
+            format!("'{s}' is not a decimal number"),
+        )),
+        other => Err(type_error("a number", other)),
+    }
+}
+
+fn is_decimal(s: &str) -> bool {
+    s.parse::<Number>().is_ok() || matches!(s, "NaN" | "Infinity" | "-Infinity")
+}
+
+fn text(value: &Value, max_chars: Option<usize>) -> Result<String, CoerceError> {
+    let s = value
+        .as_str()
+        .ok_or_else(|| type_error("a string", value))?;
+    if s.contains('\0') {
+        return Err(err(
+            "invalid_text",
+            "text cannot contain the NUL character \\u0000",
+        ));
+    }
+    if let Some(max) = max_chars {
+        let len = s.chars().count();
+        if len > max {
+            return Err(err(
+                "too_long",
+                format!("{len} characters given, the column takes at most {max}"),
+            ));
+        }
+    }
+    Ok(s.to_owned())
+}
+
+/// `timestamp without time zone`: a local date-time, or an RFC 3339 one converted to UTC.
+fn timestamp(value: &Value) -> Result<NaiveDateTime, CoerceError> {
+    let s = value
+        .as_str()
+        .ok_or_else(|| type_error("a date-time string", value))?;
+    NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
+        .or_else(|_| DateTime::parse_from_rfc3339(s).map(|t| t.naive_utc()))
+        .map_err(|_| {
+            err(
+                "invalid_timestamp",
+                format!(
+                    "'{s}' is not a date-time such as 2024-05-01T12:00:00 or 2024-05-01T12:00:00Z"
+                ),
+            )
+        })
+}
+
+fn contains_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(contains_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || contains_nul(v)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn integers_are_integral_and_in_range() {
+        assert_eq!(scalar(&json!(7), ScalarType::Int4), Ok(SqlValue::Int4(7)));
+        assert_eq!(scalar(&json!(7.0), ScalarType::Int2), Ok(SqlValue::Int2(7)));
+        assert_eq!(
+            scalar(&json!(2.5), ScalarType::Int4).unwrap_err().code,
+            "invalid_type"
+        );
+        assert_eq!(
+            scalar(&json!(40000), ScalarType::Int2).unwrap_err().code,
+            "out_of_range"
+        );
+        assert_eq!(
+            scalar(&json!("7"), ScalarType::Int8).unwrap_err().code,
+            "invalid_type"
+        );
+        let huge: Value = serde_json::from_str("1e30").unwrap();
+        assert_eq!(
+            scalar(&huge, ScalarType::Int8).unwrap_err().code,
+            "out_of_range"
+        );
+    }
+
+    #[test]
+    fn numeric_keeps_exact_digits() {
+        let v: Value = serde_json::from_str("12345678901234567890.123456789").unwrap();
+        assert_eq!(
+            scalar(&v, ScalarType::Numeric),
+            Ok(SqlValue::Text("12345678901234567890.123456789".into()))
+        );
+        assert_eq!(
+            scalar(&json!("0.10"), ScalarType::Numeric),
+            Ok(SqlValue::Text("0.10".into()))
+        );
+        assert!(scalar(&json!("ten"), ScalarType::Numeric).is_err());
+    }
+
+    #[test]
+    fn text_length_counts_characters() {
+        let ty = ScalarType::Text { max_chars: Some(3) };
+        assert!(scalar(&json!("äöü"), ty).is_ok());
+        assert_eq!(scalar(&json!("abcd"), ty).unwrap_err().code, "too_long");
+        assert_eq!(
+            scalar(&json!("a\u{0}"), ty).unwrap_err().code,
+            "invalid_text"
+        );
+    }
+
+    #[test]
+    fn temporal_types() {
+        assert!(scalar(&json!("2024-02-29"), ScalarType::Date).is_ok());
+        assert!(scalar(&json!("2023-02-29"), ScalarType::Date).is_err());
+        assert!(scalar(&json!("2024-05-01T12:00:00+02:00"), ScalarType::Timestamptz).is_ok());
+        assert!(scalar(&json!("2024-05-01T12:00:00"), ScalarType::Timestamptz).is_err());
+        assert!(scalar(&json!("2024-05-01T12:00:00.5"), ScalarType::Timestamp).is_ok());
+        assert!(scalar(&json!("2024-05-01T12:00:00Z"), ScalarType::Timestamp).is_ok());
+    }
+
+    #[test]
+    fn uuid_bool_json() {
+        assert!(scalar(
+            &json!("67e55044-10b1-426f-9247-bb680e5fe0c8"),
+            ScalarType::Uuid
+        )
+        .is_ok());
+        assert!(scalar(&json!("nope"), ScalarType::Uuid).is_err());
+        assert_eq!(
+            scalar(&json!(1), ScalarType::Bool).unwrap_err().code,
+            "invalid_type"
+        );
+        assert!(scalar(&json!({"a": [1, "b"]}), ScalarType::Jsonb).is_ok());
+        assert!(scalar(&json!({"a": "\u{0}"}), ScalarType::Jsonb).is_err());
+    }
+
+    #[test]
+    fn arrays_report_the_element() {
+        assert_eq!(
+            array(&json!([1, null, 3]), ScalarType::Int4),
+            Ok(SqlValue::Array(vec![
+                SqlValue::Int4(1),
+                SqlValue::Null,
+                SqlValue::Int4(3)
+            ]))
+        );
+        let e = array(&json!([1, "x"]), ScalarType::Int4).unwrap_err();
+        assert_eq!(e.element, Some(1));
+        assert!(array(&json!([[1]]), ScalarType::Int4).is_err());
+    }
+}

@@ -1,0 +1,28 @@
+//! featurepipe: GeoJSON features into PostGIS in the fewest round trips.
+
+pub mod api;
+pub mod app;
+pub mod catalog;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod feature;
+pub mod geometry;
+pub mod proxy;
+pub mod write;
+
+use std::future::Future;
+
+pub use app::{router, AppState};
+
+/// Serve the API on an already-bound listener until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    max_body: usize,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state, max_body))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,88 @@
+//! The `featurepipe` command line: `serve` and `migrate`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use featurepipe::config::{Config, DatabaseArgs};
+use featurepipe::db::{migrate, Database, StartupError};
+use featurepipe::AppState;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "GeoJSON features into PostGIS in the fewest round trips"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service (migrates first).
+    Serve(Config),
+    /// Apply pending migrations to the service's own schema and exit.
+    Migrate(DatabaseArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("featurepipe=info,warn")),
+        )
+        .init();
+    let result = match Cli::parse().command {
+        Command::Serve(config) => serve(config).await,
+        Command::Migrate(args) => migrate_only(args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("featurepipe: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
+    let state = AppState::start(&config).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    tracing::info!("listening on http://{}", listener.local_addr()?);
+    featurepipe::serve(listener, state, config.max_body, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn migrate_only(args: DatabaseArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let url = args.database_url.as_deref().ok_or(StartupError::NoUrl)?;
+    let db = Database::new(url, 1, args.startup_timeout)?;
+    let mut client = db.wait_until_ready(args.startup_timeout).await?;
+    let applied = migrate::run(&mut client).await?;
+    println!("applied {} migration(s): {applied:?}", applied.len());
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM: stop accepting, finish in-flight requests.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

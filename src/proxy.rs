@@ -1,0 +1,331 @@
+//! A TCP proxy for the PostgreSQL protocol that adds latency and counts round trips.
+//!
+//! Tests put it between the service and the database to prove round-trip
+//! bounds; benchmarks use it to add a realistic network delay. Each chunk is
+//! delivered `one_way` after it was read, in order, without waiting for the
+//! previous chunk's delay (scheduled delivery, not serialised sleeps).
+//!
+//! A round trip is counted when the client sends a message while it has
+//! received the answer to everything it asked (every Sync or Query answered by
+//! ReadyForQuery), or after the server prompted it (CopyInResponse): that is
+//! exactly when a client has been waiting. Pipelined messages sent while
+//! answers are outstanding are free.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const SSL_REQUEST: u32 = 80_877_103;
+const GSSENC_REQUEST: u32 = 80_877_104;
+const CANCEL_REQUEST: u32 = 80_877_102;
+
+/// Counters shared by all connections through one proxy.
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    round_trips: AtomicU64,
+    connections: AtomicU64,
+}
+
+/// A running proxy; stops when dropped.
+pub struct Proxy {
+    addr: SocketAddr,
+    stats: Arc<ProxyStats>,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listen on a free loopback port and forward to `upstream`, delaying each direction by `one_way`.
+    pub async fn start(upstream: SocketAddr, one_way: Duration) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let stats = Arc::new(ProxyStats::default());
+        let accept_stats = stats.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let stats = accept_stats.clone();
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(upstream).await {
+                        stats.connections.fetch_add(1, Ordering::Relaxed);
+                        relay(client, server, one_way, stats);
+                    }
+                });
+            }
+        });
+        Ok(Proxy {
+            addr,
+            stats,
+            accept,
+        })
+    }
+
+    /// Where clients connect.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Round trips counted so far, over all connections.
+    pub fn round_trips(&self) -> u64 {
+        self.stats.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Connections opened so far.
+    pub fn connections(&self) -> u64 {
+        self.stats.connections.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+fn relay(client: TcpStream, server: TcpStream, one_way: Duration, stats: Arc<ProxyStats>) {
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let state = Arc::new(Mutex::new(Conversation::default()));
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let s = state.clone();
+    pump(
+        client_read,
+        server_write,
+        one_way,
+        move |data| {
+            s.lock()
+                .expect("no panics while locked")
+                .client_sent(data, &stats)
+        },
+        |_| {},
+    );
+    pump(
+        server_read,
+        client_write,
+        one_way,
+        |_| {},
+        move |data| {
+            state
+                .lock()
+                .expect("no panics while locked")
+                .client_received(data)
+        },
+    );
+}
+
+/// Copy `from` → `to`, calling `on_read` when a chunk is read and `on_delivered` after it is written.
+fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    delay: Duration,
+    mut on_read: impl FnMut(&[u8]) + Send + 'static,
+    mut on_delivered: impl FnMut(&[u8]) + Send + 'static,
+) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            on_read(&buf[..n]);
+            if tx
+                .send((Instant::now() + delay, buf[..n].to_vec()))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some((due, chunk)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+            on_delivered(&chunk);
+        }
+        let _ = to.shutdown().await;
+    });
+}
+
+/// What the client has asked and been answered on one connection.
+struct Conversation {
+    frontend: Framer,
+    backend: Framer,
+    /// Syncs and Queries sent that have no ReadyForQuery yet.
+    outstanding: u64,
+    /// The server asked the client for something (COPY data).
+    prompted: bool,
+    /// TLS or GSS encryption was accepted: messages are no longer readable.
+    opaque: bool,
+}
+
+impl Conversation {
+    fn client_sent(&mut self, data: &[u8], stats: &ProxyStats) {
+        if self.opaque {
+            return;
+        }
+        let mut messages = Vec::new();
+        self.frontend.feed(data, &mut messages);
+        let waited = self.outstanding == 0 || self.prompted;
+        if waited && messages.iter().any(|m| *m != Message::Typed(b'X')) {
+            stats.round_trips.fetch_add(1, Ordering::Relaxed);
+            self.prompted = false;
+        }
+        for m in messages {
+            match m {
+                Message::Typed(b'S' | b'Q') => self.outstanding += 1,
+                Message::Untyped(SSL_REQUEST | GSSENC_REQUEST) => self.backend.raw_byte = true,
+                Message::Untyped(CANCEL_REQUEST) => {}
+                Message::Untyped(_) => self.frontend.typed = true,
+                _ => {}
+            }
+        }
+    }
+
+    fn client_received(&mut self, data: &[u8]) {
+        if self.opaque {
+            return;
+        }
+        let mut messages = Vec::new();
+        self.backend.feed(data, &mut messages);
+        for m in messages {
+            match m {
+                Message::Typed(b'Z') => self.outstanding = self.outstanding.saturating_sub(1),
+                Message::Typed(b'G') => self.prompted = true,
+                Message::Raw(b'S' | b'G') => self.opaque = true,
+                _ => {}
+            }
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Message {
+    /// A regular message: its type byte.
+    Typed(u8),
+    /// A start-up phase message (no type byte): its request code.
+    Untyped(u32),
+    /// The one-byte answer to an SSL or GSS encryption request.
+    Raw(u8),
+}
+
+/// Splits a byte stream into protocol messages, across chunk boundaries.
+/// The default is the frontend's: untyped start-up messages first.
+#[derive(Default)]
+struct Framer {
+    typed: bool,
+    raw_byte: bool,
+    head: [u8; 8],
+    head_len: usize,
+    skip: usize,
+}
+
+impl Framer {
+    fn backend() -> Self {
+        Framer {
+            typed: true,
+            ..Framer::default()
+        }
+    }
+
+    fn feed(&mut self, mut data: &[u8], out: &mut Vec<Message>) {
+        while !data.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(data.len());
+                self.skip -= n;
+                data = &data[n..];
+                continue;
+            }
+            if self.raw_byte {
+                out.push(Message::Raw(data[0]));
+                self.raw_byte = false;
+                data = &data[1..];
+                continue;
+            }
+            let head_size = if self.typed { 5 } else { 8 };
+            let n = (head_size - self.head_len).min(data.len());
+            self.head[self.head_len..self.head_len + n].copy_from_slice(&data[..n]);
+            self.head_len += n;
+            data = &data[n..];
+            if self.head_len < head_size {
+                continue;
+            }
+            self.head_len = 0;
+            let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
+            if self.typed {
+                out.push(Message::Typed(self.head[0]));
+                self.skip = be(&self.head[1..5]).saturating_sub(4);
+            } else {
+                out.push(Message::Untyped(be(&self.head[4..8]) as u32));
+                self.skip = be(&self.head[0..4]).saturating_sub(8);
+            }
+        }
+    }
+}
+
+impl Default for Conversation {
+    fn default() -> Self {
+        Conversation {
+            frontend: Framer::default(),
+            backend: Framer::backend(),
+            outstanding: 0,
+            prompted: false,
+            opaque: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(t: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![t];
+        m.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn framer_handles_split_messages() {
+        let mut f = Framer::backend();
+        let mut stream = typed(b'C', b"INSERT 0 1\0");
+        stream.extend(typed(b'Z', b"I"));
+        let mut out = Vec::new();
+        for byte in &stream {
+            f.feed(std::slice::from_ref(byte), &mut out);
+        }
+        assert_eq!(out, vec![Message::Typed(b'C'), Message::Typed(b'Z')]);
+    }
+
+    #[test]
+    fn pipelined_messages_count_once() {
+        let stats = ProxyStats::default();
+        let mut c = Conversation::default();
+        c.frontend.typed = true;
+        // Three statements each with a Sync, sent in two chunks before any answer.
+        let mut first = typed(b'B', b"");
+        first.extend(typed(b'E', b""));
+        first.extend(typed(b'S', b""));
+        c.client_sent(&first, &stats);
+        let mut rest = typed(b'B', b"");
+        rest.extend(typed(b'S', b""));
+        c.client_sent(&rest, &stats);
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 1);
+        c.client_received(&typed(b'Z', b"I"));
+        c.client_sent(&typed(b'S', b""), &stats); // one answer still outstanding
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 1);
+        c.client_received(&[typed(b'Z', b"I"), typed(b'Z', b"I")].concat());
+        c.client_sent(&typed(b'Q', b"COMMIT\0"), &stats);
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 2);
+    }
+}

@@ -1,0 +1,89 @@
+//! Database errors → HTTP status and a feature-level report entry.
+
+use axum::http::StatusCode;
+use tokio_postgres::error::SqlState;
+
+use crate::catalog::Collection;
+use crate::error::{ApiError, FieldError};
+use crate::feature::escape_pointer;
+
+/// The status a database error is answered with: the client's fault is 4xx,
+/// an unreachable or overloaded database is 503, anything else 500.
+pub fn status_for(code: &SqlState) -> StatusCode {
+    let c = code.code();
+    match c {
+        "23505" | "23503" | "23P01" => StatusCode::CONFLICT,
+        "42501" => StatusCode::FORBIDDEN,
+        "40001" | "40P01" | "55P03" => StatusCode::SERVICE_UNAVAILABLE,
+        _ if c.starts_with("23") || c.starts_with("22") || c == "P0001" => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        _ if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn code_name(code: &SqlState) -> &'static str {
+    match code.code() {
+        "23505" => "unique_violation",
+        "23503" => "foreign_key_violation",
+        "23502" => "not_null_violation",
+        "23514" => "check_violation",
+        "23P01" => "exclusion_violation",
+        "P0001" => "raised_exception",
+        c if c.starts_with("22") => "data_exception",
+        _ => "database_error",
+    }
+}
+
+/// Describe the failure of feature `feature` (pointer prefix `at`) as reported by the database.
+pub fn feature_error(
+    coll: &Collection,
+    feature: Option<usize>,
+    at: &str,
+    err: &tokio_postgres::Error,
+) -> (StatusCode, FieldError) {
+    let Some(db) = err.as_db_error() else {
+        let mut e = FieldError::new(0, at.to_owned(), "connection_lost", err.to_string());
+        e.feature = feature;
+        return (StatusCode::SERVICE_UNAVAILABLE, e);
+    };
+    let column = db.column().map(str::to_owned);
+    let pointer = match column.as_deref().and_then(|c| coll.column_index(c)) {
+        Some(ci) if ci == coll.geometry => format!("{at}/geometry"),
+        Some(ci) => format!("{at}/properties/{}", escape_pointer(&coll.columns[ci].name)),
+        None => at.to_owned(),
+    };
+    let field = FieldError {
+        feature,
+        pointer,
+        code: code_name(db.code()).to_owned(),
+        message: db.message().to_owned(),
+        sqlstate: Some(db.code().code().to_owned()),
+        constraint: db.constraint().map(str::to_owned),
+        column,
+        detail: db.detail().map(str::to_owned),
+    };
+    (status_for(db.code()), field)
+}
+
+/// A database error outside any feature (preparing, BEGIN): 503 when unreachable, else 500.
+pub fn request_error(doing: &str, err: &tokio_postgres::Error) -> ApiError {
+    let Some(db) = err.as_db_error() else {
+        return ApiError::unavailable(format!("database connection lost while {doing}: {err}"));
+    };
+    api_error(
+        status_for(db.code()),
+        format!("database error while {doing}: {}", db.message()),
+    )
+}
+
+/// An error answered with `status`; a 503 also carries `Retry-After`.
+pub fn api_error(status: StatusCode, detail: String) -> ApiError {
+    match status {
+        StatusCode::SERVICE_UNAVAILABLE => ApiError::unavailable(detail),
+        status => ApiError::new(status, "write-failed", detail),
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests against a real PostgreSQL + PostGIS (see `make test`).
+
+mod catalog;
+mod defaults;
+mod failures;
+mod geometries;
+mod round_trips;
+mod support;
+mod types;
+mod validation;
+mod write_path;

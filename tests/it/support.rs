@@ -1,0 +1,195 @@
+//! Test support: a fresh database per test on the throwaway cluster that
+//! `make test` starts, and an app wired to it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, Request, StatusCode};
+use axum::Router;
+use featurepipe::config::Config;
+use featurepipe::AppState;
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tokio_postgres::{Client, NoTls};
+use tower::ServiceExt;
+
+/// `postgres://user@host:port` of the throwaway cluster (no database name).
+pub fn cluster_url() -> String {
+    std::env::var("FEATUREPIPE_TEST_PG").expect(
+        "FEATUREPIPE_TEST_PG is not set: run the tests with `make test`, \
+         which starts a throwaway PostGIS cluster and sets it",
+    )
+}
+
+/// Connect and drive the connection in the background.
+pub async fn connect(url: &str) -> Client {
+    let (client, conn) = tokio_postgres::connect(url, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    tokio::spawn(conn);
+    client
+}
+
+/// A database of its own, created from the PostGIS template.
+pub struct TestDb {
+    /// Connection string of this database.
+    pub url: String,
+    /// A connection for set-up and checks.
+    pub client: Client,
+}
+
+impl TestDb {
+    /// Create a database and run `setup` in it.
+    pub async fn new(setup: &str) -> TestDb {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "t{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let admin = connect(&format!("{}/postgres", cluster_url())).await;
+        admin
+            .batch_execute(&format!(
+                "CREATE DATABASE {name} TEMPLATE featurepipe_template"
+            ))
+            .await
+            .expect("create test database");
+        let url = format!("{}/{name}", cluster_url());
+        let client = connect(&url).await;
+        client.batch_execute(setup).await.expect("set-up SQL");
+        TestDb { url, client }
+    }
+
+    /// One value of a query as text (`NULL` → None).
+    pub async fn text(&self, sql: &str) -> Option<String> {
+        self.client
+            .query_one(sql, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .get(0)
+    }
+
+    /// A count or other integer.
+    pub async fn int(&self, sql: &str) -> i64 {
+        self.client
+            .query_one(sql, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .get(0)
+    }
+}
+
+/// A response, read whole.
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl std::fmt::Debug for TestResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status, self.body)
+    }
+}
+
+/// The service on a test database, called in-process.
+pub struct TestApp {
+    pub db: TestDb,
+    pub state: AppState,
+    pub router: Router,
+}
+
+impl TestApp {
+    /// Set up a database with `setup` and start the app on it with default settings.
+    pub async fn new(setup: &str) -> TestApp {
+        Self::with_config(setup, |_| {}).await
+    }
+
+    /// Like [`TestApp::new`], with settings changed by `tweak`.
+    pub async fn with_config(setup: &str, tweak: impl FnOnce(&mut Config)) -> TestApp {
+        let db = TestDb::new(setup).await;
+        let mut config = Config::for_database(&db.url);
+        tweak(&mut config);
+        Self::on(db, config).await
+    }
+
+    /// Start the app on an existing database with `config`.
+    pub async fn on(db: TestDb, config: Config) -> TestApp {
+        let state = AppState::start(&config).await.expect("app starts");
+        let router = featurepipe::router(state.clone(), config.max_body);
+        TestApp { db, state, router }
+    }
+
+    /// Send a request.
+    pub async fn request(&self, request: Request<Body>) -> TestResponse {
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        TestResponse {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// POST raw bytes with a content type.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        content_type: Option<&str>,
+        body: impl Into<Body>,
+    ) -> TestResponse {
+        let mut req = Request::post(path);
+        if let Some(ct) = content_type {
+            req = req.header(header::CONTENT_TYPE, ct);
+        }
+        self.request(req.body(body.into()).unwrap()).await
+    }
+
+    /// POST GeoJSON to a collection's items.
+    pub async fn post(&self, collection: &str, body: &Value) -> TestResponse {
+        self.post_raw(
+            &format!("/collections/{collection}/items"),
+            Some("application/geo+json"),
+            body.to_string(),
+        )
+        .await
+    }
+
+    /// GET a path.
+    pub async fn get(&self, path: &str) -> TestResponse {
+        self.request(Request::get(path).body(Body::empty()).unwrap())
+            .await
+    }
+}
+
+/// A point Feature with these properties.
+pub fn point(x: f64, y: f64, properties: Value) -> Value {
+    serde_json::json!({
+        "type": "Feature",
+        "geometry": {"type": "Point", "coordinates": [x, y]},
+        "properties": properties,
+    })
+}
+
+/// A FeatureCollection of these features.
+pub fn collection(features: Vec<Value>) -> Value {
+    serde_json::json!({"type": "FeatureCollection", "features": features})
+}
