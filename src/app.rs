@@ -68,6 +68,7 @@ pub fn router(state: AppState, max_body: usize) -> Router {
     Router::new()
         .route("/healthz", get(api::health::healthz))
         .route("/readyz", get(api::health::readyz))
+        .route("/api", get(api::openapi::document))
         .route("/collections", get(api::collections::list))
         .route(
             "/collections/{collection_id}/items",

@@ -3,3 +3,4 @@
 pub mod collections;
 pub mod health;
 pub mod items;
+pub mod openapi;

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::{Collection, ColumnType};
 use crate::error::{ApiError, FieldError};
-use crate::geometry::encode_ewkb;
+use crate::geometry::{encode_ewkb, MALFORMED};
 use value::SqlValue;
 
 /// One feature as the columns it writes; left-out columns take their defaults.
@@ -51,7 +51,6 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
     let mut v = Validator {
         coll,
         errors: Vec::new(),
-        malformed: false,
     };
     let (single, features): (bool, Vec<(usize, String, &Value)>) =
         match doc.get("type").and_then(Value::as_str) {
@@ -85,7 +84,7 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
     if v.errors.is_empty() {
         return Ok(ParsedBody { single, rows });
     }
-    let (status, kind) = if v.malformed {
+    let (status, kind) = if v.errors.iter().any(|e| e.code == MALFORMED) {
         (StatusCode::BAD_REQUEST, "invalid-geojson")
     } else {
         (StatusCode::UNPROCESSABLE_ENTITY, "validation-failed")
@@ -109,21 +108,17 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
 
 fn malformed(message: &str, pointer: &str) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "invalid-geojson", message).with_errors(vec![
-        FieldError::new(0, pointer.to_owned(), "invalid_geojson", message),
+        FieldError::new(0, pointer.to_owned(), MALFORMED, message),
     ])
 }
 
 struct Validator<'a> {
     coll: &'a Collection,
     errors: Vec<FieldError>,
-    malformed: bool,
 }
 
 impl Validator<'_> {
     fn error(&mut self, feature: usize, pointer: String, code: &str, message: impl Into<String>) {
-        if code == "invalid_geojson" {
-            self.malformed = true;
-        }
         self.errors
             .push(FieldError::new(feature, pointer, code, message));
     }
@@ -136,7 +131,7 @@ impl Validator<'_> {
             self.error(
                 i,
                 pointer.to_owned(),
-                "invalid_geojson",
+                MALFORMED,
                 "expected a GeoJSON Feature object",
             );
             return None;
@@ -154,7 +149,7 @@ impl Validator<'_> {
                 self.error(
                     i,
                     format!("{pointer}/properties"),
-                    "invalid_geojson",
+                    MALFORMED,
                     "a Feature needs a member \"properties\" that is an object or null",
                 );
                 None
@@ -187,7 +182,7 @@ impl Validator<'_> {
             None => self.error(
                 i,
                 format!("{pointer}/geometry"),
-                "invalid_geojson",
+                MALFORMED,
                 "a Feature needs a member \"geometry\" (an object or null)",
             ),
             Some(Value::Null) => {
@@ -204,12 +199,12 @@ impl Validator<'_> {
             Some(g) => match encode_ewkb(g, self.coll.geometry_column()) {
                 Ok(wkb) => cells.push((gi, SqlValue::Ewkb(wkb))),
                 Err(e) => {
-                    let code = if e.malformed {
-                        "invalid_geojson"
-                    } else {
-                        e.code
-                    };
-                    self.error(i, format!("{pointer}/geometry{}", e.path), code, e.message);
+                    self.error(
+                        i,
+                        format!("{pointer}/geometry{}", e.path),
+                        e.code,
+                        e.message,
+                    );
                     cells.push((gi, SqlValue::Null)); // given, though invalid: not also "required"
                 }
             },
@@ -306,7 +301,7 @@ impl Validator<'_> {
             self.error(
                 i,
                 format!("{pointer}/id"),
-                "invalid_geojson",
+                MALFORMED,
                 "a Feature id must be a string or a number",
             );
             return;

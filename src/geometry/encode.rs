@@ -18,8 +18,17 @@ pub struct GeometryError {
     pub code: &'static str,
     /// Explanation.
     pub message: String,
-    /// The input is not GeoJSON at all (400) rather than GeoJSON the column cannot take (422).
-    pub malformed: bool,
+}
+
+/// The code of input that is not GeoJSON at all (400), as opposed to GeoJSON
+/// the column cannot take (422).
+pub const MALFORMED: &str = "invalid_geojson";
+
+impl GeometryError {
+    /// The input is not valid GeoJSON.
+    pub fn is_malformed(&self) -> bool {
+        self.code == MALFORMED
+    }
 }
 
 /// Encode a GeoJSON geometry object as EWKB (SRID 4326) for `column`.
@@ -108,7 +117,7 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn error(&self, code: &'static str, message: String, malformed: bool) -> GeometryError {
+    fn error(&self, code: &'static str, message: String) -> GeometryError {
         let mut path = String::new();
         for seg in &self.path {
             match seg {
@@ -121,16 +130,15 @@ impl Encoder {
             path,
             code,
             message,
-            malformed,
         }
     }
 
     fn malformed(&self, message: impl Into<String>) -> GeometryError {
-        self.error("invalid_geojson", message.into(), true)
+        self.error(MALFORMED, message.into())
     }
 
     fn invalid(&self, code: &'static str, message: impl Into<String>) -> GeometryError {
-        self.error(code, message.into(), false)
+        self.error(code, message.into())
     }
 
     fn object<'v>(&self, value: &'v Value) -> Result<&'v Map<String, Value>, GeometryError> {
@@ -401,7 +409,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, "geometry_type_mismatch");
-        assert!(!e.malformed);
+        assert!(!e.is_malformed());
     }
 
     #[test]
@@ -448,16 +456,16 @@ mod tests {
     #[test]
     fn malformed_inputs_point_at_the_problem() {
         let e = encode_ewkb(&json!({"type":"Pointy","coordinates":[0,0]}), &any()).unwrap_err();
-        assert!(e.malformed);
+        assert!(e.is_malformed());
         let e = encode_ewkb(
             &json!({"type":"MultiPoint","coordinates":[[0,0],[1,"x"]]}),
             &any(),
         )
         .unwrap_err();
         assert_eq!(e.path, "/coordinates/1/1");
-        assert!(e.malformed);
+        assert!(e.is_malformed());
         let e = encode_ewkb(&json!({"type":"Point","coordinates":[0,0,0,0]}), &any()).unwrap_err();
-        assert!(e.malformed);
+        assert!(e.is_malformed());
     }
 
     #[test]

@@ -21,6 +21,9 @@ use crate::db::Database;
 use crate::error::ApiError;
 use crate::feature::FeatureRow;
 
+/// Prepared statements kept per connection; further ones live for one request.
+const STATEMENT_CACHE_LIMIT: usize = 64;
+
 /// Insert validated rows in one transaction and return their keys in order.
 ///
 /// The work runs on its own task: if the client goes away mid-request, the
@@ -128,7 +131,7 @@ impl Write<'_> {
             } else {
                 sends.collect().await
             };
-            db_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            db_ms.push(millis(started));
             if let Some(failure) = self.collect_ids(b, range.start, results, &mut ids) {
                 return Err(self.fail(failure, &db_ms).await);
             }
@@ -137,7 +140,7 @@ impl Write<'_> {
         let commit = self.client.batch_execute("COMMIT").await;
         self.client.set_open(false);
         if let Some(last) = db_ms.last_mut() {
-            *last += started.elapsed().as_secs_f64() * 1000.0;
+            *last = ((*last + millis(started)) * 1000.0).round() / 1000.0;
         }
         if let Err(e) = commit {
             // A deferred constraint fails at COMMIT, with no statement to blame.
@@ -162,16 +165,23 @@ impl Write<'_> {
         })
     }
 
-    /// Prepare one INSERT per shape, all in one round trip (cached per connection).
+    /// Prepare one INSERT per shape, all in one round trip.
+    ///
+    /// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`]:
+    /// clients whose features each leave out different properties would
+    /// otherwise grow the cache (here and in the server) without bound.
     async fn prepare(&self) -> Result<Vec<Statement>, ApiError> {
         let prepares: FuturesOrdered<_> = self
             .plan
             .shapes
             .iter()
             .map(|shape| async move {
-                self.client
-                    .prepare_cached(&sql::insert(self.coll, shape))
-                    .await
+                let sql = sql::insert(self.coll, shape);
+                if self.client.statement_cache.size() < STATEMENT_CACHE_LIMIT {
+                    self.client.prepare_cached(&sql).await
+                } else {
+                    self.client.prepare(&sql).await
+                }
             })
             .collect();
         prepares
@@ -278,6 +288,11 @@ fn failure_is_aborted(failure: &Option<Failure>) -> bool {
     failure
         .as_ref()
         .is_some_and(|f| f.error.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION))
+}
+
+/// Milliseconds since `started`, to the microsecond.
+fn millis(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1e6).round() / 1000.0
 }
 
 /// Keys come back as text; integer keys are reported as JSON numbers.

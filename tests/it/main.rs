@@ -4,6 +4,7 @@ mod catalog;
 mod defaults;
 mod failures;
 mod geometries;
+mod openapi;
 mod round_trips;
 mod support;
 mod types;

@@ -1,0 +1,20 @@
+# Build: a full Rust toolchain; run: a slim Debian with only the binary.
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src src
+COPY migrations migrations
+RUN cargo build --release --locked
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --no-create-home featurepipe
+COPY --from=build /src/target/release/featurepipe /usr/local/bin/featurepipe
+USER featurepipe
+ENV FEATUREPIPE_LISTEN=0.0.0.0:8080
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+ENTRYPOINT ["featurepipe"]
+CMD ["serve"]
