@@ -5,11 +5,12 @@
 //! delivered `one_way` after it was read, in order, without waiting for the
 //! previous chunk's delay (scheduled delivery, not serialised sleeps).
 //!
-//! A round trip is counted when the client sends a message while it has
+//! A round trip is counted when the client sends a request while it has
 //! received the answer to everything it asked (every Sync or Query answered by
 //! ReadyForQuery), or after the server prompted it (CopyInResponse): that is
-//! exactly when a client has been waiting. Pipelined messages sent while
-//! answers are outstanding are free.
+//! when a client has been waiting. Pipelined messages sent while answers are
+//! outstanding are free, and so is housekeeping sent on its own (Close of a
+//! dropped statement, Terminate), which no client waits for.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 const SSL_REQUEST: u32 = 80_877_103;
@@ -34,11 +35,18 @@ pub struct ProxyStats {
     connections: AtomicU64,
 }
 
+/// Every task of a proxy, so that it can be cut off at once.
+type Tasks = Arc<Mutex<Vec<AbortHandle>>>;
+
+fn track(tasks: &Tasks, handle: AbortHandle) {
+    tasks.lock().expect("no panics while locked").push(handle);
+}
+
 /// A running proxy; stops when dropped.
 pub struct Proxy {
     addr: SocketAddr,
     stats: Arc<ProxyStats>,
-    accept: JoinHandle<()>,
+    tasks: Tasks,
 }
 
 impl Proxy {
@@ -47,23 +55,18 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let stats = Arc::new(ProxyStats::default());
-        let accept_stats = stats.clone();
+        let tasks = Tasks::default();
+        let (accept_stats, accept_tasks) = (stats.clone(), tasks.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let stats = accept_stats.clone();
-                tokio::spawn(async move {
-                    if let Ok(server) = TcpStream::connect(upstream).await {
-                        stats.connections.fetch_add(1, Ordering::Relaxed);
-                        relay(client, server, one_way, stats);
-                    }
-                });
+                if let Ok(server) = TcpStream::connect(upstream).await {
+                    accept_stats.connections.fetch_add(1, Ordering::Relaxed);
+                    relay(client, server, one_way, accept_stats.clone(), &accept_tasks);
+                }
             }
         });
-        Ok(Proxy {
-            addr,
-            stats,
-            accept,
-        })
+        track(&tasks, accept.abort_handle());
+        Ok(Proxy { addr, stats, tasks })
     }
 
     /// Where clients connect.
@@ -82,13 +85,28 @@ impl Proxy {
     }
 }
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.accept.abort();
+impl Proxy {
+    /// Simulate the database going away: close every connection and refuse new ones.
+    pub fn sever(&self) {
+        for task in self.tasks.lock().expect("no panics while locked").drain(..) {
+            task.abort();
+        }
     }
 }
 
-fn relay(client: TcpStream, server: TcpStream, one_way: Duration, stats: Arc<ProxyStats>) {
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.sever();
+    }
+}
+
+fn relay(
+    client: TcpStream,
+    server: TcpStream,
+    one_way: Duration,
+    stats: Arc<ProxyStats>,
+    tasks: &Tasks,
+) {
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let state = Arc::new(Mutex::new(Conversation::default()));
@@ -96,6 +114,7 @@ fn relay(client: TcpStream, server: TcpStream, one_way: Duration, stats: Arc<Pro
     let (server_read, server_write) = server.into_split();
     let s = state.clone();
     pump(
+        tasks,
         client_read,
         server_write,
         one_way,
@@ -107,6 +126,7 @@ fn relay(client: TcpStream, server: TcpStream, one_way: Duration, stats: Arc<Pro
         |_| {},
     );
     pump(
+        tasks,
         server_read,
         client_write,
         one_way,
@@ -122,6 +142,7 @@ fn relay(client: TcpStream, server: TcpStream, one_way: Duration, stats: Arc<Pro
 
 /// Copy `from` → `to`, calling `on_read` when a chunk is read and `on_delivered` after it is written.
 fn pump(
+    tasks: &Tasks,
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     delay: Duration,
@@ -129,7 +150,7 @@ fn pump(
     mut on_delivered: impl FnMut(&[u8]) + Send + 'static,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
-    tokio::spawn(async move {
+    let reader = tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
         while let Ok(n) = from.read(&mut buf).await {
             if n == 0 {
@@ -144,7 +165,7 @@ fn pump(
             }
         }
     });
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         while let Some((due, chunk)) = rx.recv().await {
             tokio::time::sleep_until(due).await;
             if to.write_all(&chunk).await.is_err() {
@@ -154,6 +175,8 @@ fn pump(
         }
         let _ = to.shutdown().await;
     });
+    track(tasks, reader.abort_handle());
+    track(tasks, writer.abort_handle());
 }
 
 /// What the client has asked and been answered on one connection.
@@ -176,7 +199,11 @@ impl Conversation {
         let mut messages = Vec::new();
         self.frontend.feed(data, &mut messages);
         let waited = self.outstanding == 0 || self.prompted;
-        if waited && messages.iter().any(|m| *m != Message::Typed(b'X')) {
+        // Closing statements and terminating are housekeeping nobody waits for.
+        let asks = messages
+            .iter()
+            .any(|m| !matches!(m, Message::Typed(b'C' | b'S' | b'X')));
+        if waited && asks {
             stats.round_trips.fetch_add(1, Ordering::Relaxed);
             self.prompted = false;
         }
@@ -326,6 +353,10 @@ mod tests {
         assert_eq!(stats.round_trips.load(Ordering::Relaxed), 1);
         c.client_received(&[typed(b'Z', b"I"), typed(b'Z', b"I")].concat());
         c.client_sent(&typed(b'Q', b"COMMIT\0"), &stats);
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 2);
+        c.client_received(&typed(b'Z', b"I"));
+        // Closing a dropped statement is not waited for.
+        c.client_sent(&[typed(b'C', b"S_1\0"), typed(b'S', b"")].concat(), &stats);
         assert_eq!(stats.round_trips.load(Ordering::Relaxed), 2);
     }
 }

@@ -26,7 +26,7 @@ pub async fn create(
             "read-only-collection",
             format!("'{collection_id}' is read-only: its table has no single-column primary key"),
         )
-        .with_header(header::ALLOW, HeaderValue::from_static("GET, HEAD")));
+        .with_header(header::ALLOW, HeaderValue::from_static("")));
     }
     check_geojson_content_type(&headers)?;
     let body = body.map_err(|e| {

@@ -147,3 +147,22 @@ async fn client_keys_come_from_the_feature_id() {
     assert_eq!(r.status, 422, "{r:?}");
     assert_eq!(r.body["errors"][0]["pointer"], "/id");
 }
+
+#[tokio::test]
+async fn uuid_keys_from_a_default_are_strings() {
+    let app = TestApp::new(
+        "CREATE TABLE u (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), n int, geom geometry)",
+    )
+    .await;
+    let features = (0..3).map(|i| point(0.0, 0.0, json!({"n": i}))).collect();
+    let r = app.post("u", &collection(features)).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    for (i, id) in r.body["ids"].as_array().unwrap().iter().enumerate() {
+        let id = id.as_str().expect("uuid keys are strings");
+        let n = app
+            .db
+            .int(&format!("SELECT n::int8 FROM u WHERE id = '{id}'"))
+            .await;
+        assert_eq!(n, i as i64);
+    }
+}
