@@ -12,7 +12,7 @@ use crate::catalog::{Catalog, Collection};
 use crate::config::Config;
 use crate::db::{migrate, Database, StartupError};
 use crate::error::ApiError;
-use crate::write::BatchLimits;
+use crate::write::WriteOptions;
 
 /// Everything a request handler needs.
 #[derive(Clone)]
@@ -21,8 +21,8 @@ pub struct AppState {
     pub db: Database,
     /// Published collections, loaded at start-up.
     pub catalog: Arc<Catalog>,
-    /// How writes are cut into batches.
-    pub limits: BatchLimits,
+    /// How writes are carried out.
+    pub write: WriteOptions,
 }
 
 impl AppState {
@@ -50,7 +50,7 @@ impl AppState {
         Ok(AppState {
             db,
             catalog: Arc::new(catalog),
-            limits: config.batch_limits(),
+            write: config.write_options(),
         })
     }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::write::BatchLimits;
+use crate::write::{BatchLimits, WriteOptions};
 
 /// How to reach the database.
 #[derive(Debug, Clone, Args)]
@@ -47,6 +47,10 @@ pub struct Config {
     /// How long a request waits for a free connection before a 503.
     #[arg(long, env = "FEATUREPIPE_POOL_WAIT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub pool_wait: Duration,
+    /// Pipelining: `on` sends a whole request before reading answers; `off`
+    /// writes one statement at a time (for proxies that mishandle pipelining).
+    #[arg(long, env = "FEATUREPIPE_PIPELINE", default_value = "on", value_parser = parse_switch)]
+    pub pipeline: bool,
     /// Largest accepted request body (suffixes KiB, MiB, GiB allowed).
     #[arg(long, env = "FEATUREPIPE_MAX_BODY", default_value = "64MiB", value_parser = parse_bytes)]
     pub max_body: usize,
@@ -66,12 +70,24 @@ impl Config {
         config
     }
 
-    /// The batching limits.
-    pub fn batch_limits(&self) -> BatchLimits {
-        BatchLimits {
-            max_features: self.batch_size as usize,
-            max_bytes: self.batch_bytes,
+    /// How writes are carried out.
+    pub fn write_options(&self) -> WriteOptions {
+        WriteOptions {
+            limits: BatchLimits {
+                max_features: self.batch_size as usize,
+                max_bytes: self.batch_bytes,
+            },
+            pipeline: self.pipeline,
         }
+    }
+}
+
+/// Parse `on`/`off` (also true/false, 1/0, yes/no).
+pub fn parse_switch(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        other => Err(format!("'{other}' is neither on nor off")),
     }
 }
 

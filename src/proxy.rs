@@ -12,6 +12,7 @@
 //! outstanding are free, and so is housekeeping sent on its own (Close of a
 //! dropped statement, Terminate), which no client waits for.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -183,8 +184,11 @@ fn pump(
 struct Conversation {
     frontend: Framer,
     backend: Framer,
-    /// Syncs and Queries sent that have no ReadyForQuery yet.
-    outstanding: u64,
+    /// Syncs and Queries sent that have no ReadyForQuery yet, oldest first:
+    /// whether each asked for something (not only housekeeping).
+    pending: VecDeque<bool>,
+    /// Messages since the last Sync asked for something.
+    segment_asks: bool,
     /// The server asked the client for something (COPY data).
     prompted: bool,
     /// TLS or GSS encryption was accepted: messages are no longer readable.
@@ -198,21 +202,23 @@ impl Conversation {
         }
         let mut messages = Vec::new();
         self.frontend.feed(data, &mut messages);
-        let waited = self.outstanding == 0 || self.prompted;
-        // Closing statements and terminating are housekeeping nobody waits for.
-        let asks = messages
-            .iter()
-            .any(|m| !matches!(m, Message::Typed(b'C' | b'S' | b'X')));
+        let waited = !self.pending.contains(&true) || self.prompted;
+        let asks = messages.iter().any(Message::asks);
         if waited && asks {
             stats.round_trips.fetch_add(1, Ordering::Relaxed);
             self.prompted = false;
         }
         for m in messages {
             match m {
-                Message::Typed(b'S' | b'Q') => self.outstanding += 1,
+                Message::Typed(b'S') => {
+                    self.pending.push_back(self.segment_asks);
+                    self.segment_asks = false;
+                }
+                Message::Typed(b'Q') => self.pending.push_back(true),
                 Message::Untyped(SSL_REQUEST | GSSENC_REQUEST) => self.backend.raw_byte = true,
                 Message::Untyped(CANCEL_REQUEST) => {}
                 Message::Untyped(_) => self.frontend.typed = true,
+                Message::Typed(_) if m.asks() => self.segment_asks = true,
                 _ => {}
             }
         }
@@ -226,12 +232,22 @@ impl Conversation {
         self.backend.feed(data, &mut messages);
         for m in messages {
             match m {
-                Message::Typed(b'Z') => self.outstanding = self.outstanding.saturating_sub(1),
+                Message::Typed(b'Z') => {
+                    self.pending.pop_front();
+                }
                 Message::Typed(b'G') => self.prompted = true,
                 Message::Raw(b'S' | b'G') => self.opaque = true,
                 _ => {}
             }
         }
+    }
+}
+
+impl Message {
+    /// Whether a frontend message asks for something; closing statements,
+    /// syncing and terminating are housekeeping nobody waits for.
+    fn asks(&self) -> bool {
+        !matches!(self, Message::Typed(b'C' | b'S' | b'X'))
     }
 }
 
@@ -304,7 +320,8 @@ impl Default for Conversation {
         Conversation {
             frontend: Framer::default(),
             backend: Framer::backend(),
-            outstanding: 0,
+            pending: VecDeque::new(),
+            segment_asks: false,
             prompted: false,
             opaque: false,
         }

@@ -10,7 +10,7 @@ use axum::Json;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::feature::parse_body;
-use crate::write::insert_features;
+use crate::write::write_features;
 
 /// Create features; 201 with the ids in feature order and a per-batch report.
 pub async fn create(
@@ -41,12 +41,12 @@ pub async fn create(
     let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll))
         .await
         .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
-    let report = insert_features(
+    let report = write_features(
         state.db.clone(),
         coll,
         parsed.rows,
         parsed.single,
-        state.limits,
+        state.write,
     )
     .await?;
     let mut response = (StatusCode::CREATED, Json(&report)).into_response();

@@ -1,7 +1,11 @@
 //! What a write reports: ids in feature order and the fate of every batch.
 
+use std::ops::Range;
+use std::time::Instant;
+
 use serde::Serialize;
 use serde_json::Value;
+use tokio_postgres::error::SqlState;
 
 /// What happened to one batch.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -52,4 +56,147 @@ pub struct WriteReport {
     pub ids: Vec<Value>,
     /// Every batch, committed.
     pub batches: Vec<BatchReport>,
+}
+
+/// The statement that failed first, and why.
+pub struct Failure {
+    /// Index of the feature whose statement failed.
+    pub feature: usize,
+    /// The database's error.
+    pub error: tokio_postgres::Error,
+}
+
+/// Answers of a write as they arrive: ids, batch timings, the first real failure.
+pub struct Tally<'a> {
+    batches: &'a [Range<usize>],
+    integer_key: bool,
+    /// Keys so far, in feature order.
+    pub ids: Vec<Value>,
+    /// Milliseconds per batch answered so far.
+    pub db_ms: Vec<f64>,
+    /// The first statement that really failed.
+    pub failure: Option<Failure>,
+    mark: Instant,
+}
+
+impl<'a> Tally<'a> {
+    /// Start counting now.
+    pub fn new(batches: &'a [Range<usize>], integer_key: bool, expected: usize) -> Self {
+        Tally {
+            batches,
+            integer_key,
+            ids: Vec::with_capacity(expected),
+            db_ms: Vec::with_capacity(batches.len()),
+            failure: None,
+            mark: Instant::now(),
+        }
+    }
+
+    /// Record the answer for `feature`: its key as text, or an error.
+    ///
+    /// After a failed statement every later one in the transaction fails with
+    /// 25P02 ("current transaction is aborted"); those are "not written", not
+    /// errors of their own, unless no real error came first.
+    pub fn record(
+        &mut self,
+        feature: usize,
+        answer: Result<Option<String>, tokio_postgres::Error>,
+    ) {
+        match answer {
+            Ok(key) => self.ids.push(key_value(key, self.integer_key)),
+            Err(error) => {
+                let aborted = |e: &tokio_postgres::Error| {
+                    e.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION)
+                };
+                if self
+                    .failure
+                    .as_ref()
+                    .is_none_or(|f| aborted(&f.error) && !aborted(&error))
+                {
+                    self.failure = Some(Failure { feature, error });
+                }
+            }
+        }
+        // A batch's time is taken at its last answer, if the server executed it.
+        let Some(range) = self.batches.get(self.db_ms.len()) else {
+            return;
+        };
+        let executed = self
+            .failure
+            .as_ref()
+            .is_none_or(|f| f.feature >= range.start);
+        if executed && range.end == feature + 1 {
+            self.mark_batch();
+        }
+    }
+
+    /// Close the current batch's timing.
+    pub fn mark_batch(&mut self) {
+        self.db_ms.push(millis(self.mark));
+        self.mark = Instant::now();
+    }
+
+    /// Add time since the last mark (COMMIT) to the last batch.
+    pub fn add_to_last(&mut self) {
+        let extra = millis(self.mark);
+        if let Some(last) = self.db_ms.last_mut() {
+            *last = ((*last + extra) * 1000.0).round() / 1000.0;
+        }
+    }
+
+    /// Batch reports: committed ones, or rolled back up to the failure and not attempted after it.
+    pub fn reports(&self, committed: bool) -> Vec<BatchReport> {
+        let failed_batch = self
+            .failure
+            .as_ref()
+            .and_then(|f| self.batches.iter().position(|b| b.contains(&f.feature)));
+        self.batches
+            .iter()
+            .enumerate()
+            .map(|(b, range)| {
+                let failed_here = self.failure.as_ref().filter(|_| failed_batch == Some(b));
+                let after = failed_here
+                    .map(|f| f.feature + 1..range.end)
+                    .filter(|r| !r.is_empty());
+                let status = match failed_batch {
+                    _ if committed => BatchStatus::Committed,
+                    Some(fb) if b > fb => BatchStatus::NotAttempted,
+                    _ => BatchStatus::RolledBack,
+                };
+                BatchReport {
+                    index: b,
+                    first_feature: range.start,
+                    count: range.len(),
+                    status,
+                    db_ms: if status == BatchStatus::NotAttempted {
+                        0.0
+                    } else {
+                        self.db_ms.get(b).copied().unwrap_or(0.0)
+                    },
+                    failed_feature: failed_here.map(|f| f.feature),
+                    not_written: after.map(|r| FeatureRun {
+                        first: r.start,
+                        count: r.len(),
+                    }),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Milliseconds since `started`, to the microsecond.
+fn millis(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1e6).round() / 1000.0
+}
+
+/// Keys come back as text; integer keys are reported as JSON numbers.
+fn key_value(key: Option<String>, integer: bool) -> Value {
+    match key {
+        None => Value::Null,
+        Some(k) if integer => k
+            .parse::<i64>()
+            .map(Value::from)
+            .unwrap_or(Value::String(k)),
+        Some(k) => Value::String(k),
+    }
 }

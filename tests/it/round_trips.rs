@@ -29,7 +29,7 @@ async fn via_proxy(db: &TestDb, one_way: Duration) -> (Proxy, Config) {
 }
 
 #[tokio::test]
-async fn a_request_costs_at_most_batches_plus_three_round_trips() {
+async fn a_whole_request_costs_one_round_trip() {
     let db = TestDb::new(
         "CREATE TABLE r (
             id serial PRIMARY KEY,
@@ -59,12 +59,12 @@ async fn a_request_costs_at_most_batches_plus_three_round_trips() {
     let r = app.post("r", &body(1000)).await;
     assert_eq!(r.status, 201, "{r:?}");
     let warm = proxy.round_trips() - before;
-    assert!(warm <= 10 + 3, "warm: {warm} round trips for 10 batches");
+    assert!(warm <= 10 + 3, "the core bound is batches + 3; here {warm}");
     assert_eq!(
-        warm, 11,
-        "BEGIN rides with batch 1; then 9 batches; then COMMIT"
+        warm, 1,
+        "BEGIN, 10 batches of INSERTs and COMMIT in one flight"
     );
-    assert_eq!(cold, warm + 1, "the first request also prepares");
+    assert_eq!(cold, 2, "the first request on a connection also prepares");
     assert_eq!(app.db.int("SELECT count(DISTINCT uid) FROM r").await, 2000);
 }
 
@@ -86,4 +86,64 @@ async fn a_database_that_goes_away_is_a_503() {
         "alive, though not ready"
     );
     assert_eq!(app.db.int("SELECT count(*) FROM r").await, 1);
+}
+
+#[tokio::test]
+async fn pipelining_off_writes_one_statement_at_a_time() {
+    let db =
+        TestDb::new("CREATE TABLE r (id serial PRIMARY KEY, n int UNIQUE, geom geometry)").await;
+    let (proxy, mut config) = via_proxy(&db, Duration::from_millis(1)).await;
+    config.pool_size = 1;
+    config.pipeline = false;
+    config.batch_size = 4;
+    let app = TestApp::on(db, config).await;
+    let body = |ns: &[i32]| {
+        collection(
+            ns.iter()
+                .map(|n| point(0.0, 0.0, json!({"n": n})))
+                .collect(),
+        )
+    };
+    assert_eq!(app.post("r", &body(&[0])).await.status, 201); // warm up: prepare
+    let before = proxy.round_trips();
+    let r = app.post("r", &body(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(
+        proxy.round_trips() - before,
+        12,
+        "BEGIN, 10 INSERTs, COMMIT"
+    );
+    assert_eq!(r.body["ids"].as_array().unwrap().len(), 10);
+
+    // A failure stops the sending: statements after it never reach the server.
+    let before = proxy.round_trips();
+    let r = app
+        .post("r", &body(&[11, 12, 1, 13, 14, 15, 16, 17, 18, 19]))
+        .await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(
+        proxy.round_trips() - before,
+        5,
+        "BEGIN, 3 INSERTs, ROLLBACK"
+    );
+    assert_eq!(r.body["errors"][0]["feature"], 2);
+    let statuses: Vec<_> = r.body["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["status"].clone())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            json!("rolled_back"),
+            json!("not_attempted"),
+            json!("not_attempted")
+        ]
+    );
+    assert_eq!(
+        r.body["batches"][0]["not_written"],
+        json!({"first": 3, "count": 1})
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM r").await, 11);
 }

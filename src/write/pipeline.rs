@@ -1,0 +1,61 @@
+//! Sending many requests on one connection before reading any answer.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
+
+/// One request to the database, not yet sent.
+pub type Call<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Requests whose answers are read in order, sent either all at once
+/// (pipelined) or one at a time.
+pub struct Calls<'a, T> {
+    calls: std::vec::IntoIter<Call<'a, T>>,
+    /// Answers that arrived while sending (only errors do, e.g. a closed connection).
+    early: Vec<Option<T>>,
+    next: usize,
+}
+
+impl<'a, T> Calls<'a, T> {
+    /// Wrap requests; nothing is sent until [`Calls::send_all`] or [`Calls::next`].
+    pub fn new(calls: Vec<Call<'a, T>>) -> Self {
+        let early = (0..calls.len()).map(|_| None).collect();
+        Calls {
+            calls: calls.into_iter(),
+            early,
+            next: 0,
+        }
+    }
+
+    /// Send every request now, in order, without waiting for any answer.
+    ///
+    /// tokio-postgres sends a request when its future is first polled, so
+    /// polling each once, in order, fixes the order on the wire (BEGIN
+    /// first, COMMIT last) rather than leaving it to a scheduler.
+    pub async fn send_all(&mut self) {
+        let calls = self.calls.as_mut_slice();
+        let early = &mut self.early[self.next..];
+        poll_fn(|cx| {
+            for (call, slot) in calls.iter_mut().zip(early.iter_mut()) {
+                if slot.is_none() {
+                    if let Poll::Ready(answer) = call.as_mut().poll(cx) {
+                        *slot = Some(answer);
+                    }
+                }
+            }
+            Poll::Ready(())
+        })
+        .await;
+    }
+
+    /// The answer to the next request (sending it first if it was not sent yet).
+    pub async fn next(&mut self) -> Option<T> {
+        let call = self.calls.next()?;
+        let early = self.early[self.next].take();
+        self.next += 1;
+        Some(match early {
+            Some(answer) => answer,
+            None => call.await,
+        })
+    }
+}
