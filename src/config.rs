@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::write::{BatchLimits, WriteOptions};
+use crate::write::{BatchLimits, Strategy, WriteOptions};
 
 /// How to reach the database.
 #[derive(Debug, Clone, Args)]
@@ -51,6 +51,18 @@ pub struct Config {
     /// writes one statement at a time (for proxies that mishandle pipelining).
     #[arg(long, env = "FEATUREPIPE_PIPELINE", default_value = "on", value_parser = parse_switch)]
     pub pipeline: bool,
+    /// How features are written: `auto` (COPY from the threshold on, where
+    /// possible), `insert` or `copy`.
+    #[arg(
+        long,
+        env = "FEATUREPIPE_WRITE_STRATEGY",
+        value_enum,
+        default_value = "auto"
+    )]
+    pub write_strategy: Strategy,
+    /// Features per request from which `auto` writes with COPY.
+    #[arg(long, env = "FEATUREPIPE_COPY_THRESHOLD", default_value_t = 1000)]
+    pub copy_threshold: usize,
     /// Largest accepted request body (suffixes KiB, MiB, GiB allowed).
     #[arg(long, env = "FEATUREPIPE_MAX_BODY", default_value = "64MiB", value_parser = parse_bytes)]
     pub max_body: usize,
@@ -78,6 +90,8 @@ impl Config {
                 max_bytes: self.batch_bytes,
             },
             pipeline: self.pipeline,
+            strategy: self.write_strategy,
+            copy_threshold: self.copy_threshold,
         }
     }
 }

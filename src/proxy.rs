@@ -141,7 +141,7 @@ fn relay(
     );
 }
 
-/// Copy `from` → `to`, calling `on_read` when a chunk is read and `on_delivered` after it is written.
+/// Copy `from` → `to`, calling `on_read` when a chunk is read and `on_delivered` as it is written.
 fn pump(
     tasks: &Tasks,
     mut from: OwnedReadHalf,
@@ -169,10 +169,11 @@ fn pump(
     let writer = tokio::spawn(async move {
         while let Some((due, chunk)) = rx.recv().await {
             tokio::time::sleep_until(due).await;
+            // Record the delivery before the client can react to it.
+            on_delivered(&chunk);
             if to.write_all(&chunk).await.is_err() {
                 return;
             }
-            on_delivered(&chunk);
         }
         let _ = to.shutdown().await;
     });
@@ -184,13 +185,14 @@ fn pump(
 struct Conversation {
     frontend: Framer,
     backend: Framer,
-    /// Syncs and Queries sent that have no ReadyForQuery yet, oldest first:
-    /// whether each asked for something (not only housekeeping).
-    pending: VecDeque<bool>,
+    /// Syncs and Queries sent that have no ReadyForQuery yet, oldest first.
+    pending: VecDeque<Pending>,
     /// Messages since the last Sync asked for something.
     segment_asks: bool,
     /// The server asked the client for something (COPY data).
     prompted: bool,
+    /// In COPY IN mode: the client streams rows until CopyDone or CopyFail.
+    copying: bool,
     /// TLS or GSS encryption was accepted: messages are no longer readable.
     opaque: bool,
 }
@@ -202,7 +204,8 @@ impl Conversation {
         }
         let mut messages = Vec::new();
         self.frontend.feed(data, &mut messages);
-        let waited = !self.pending.contains(&true) || self.prompted;
+        let answered = !self.pending.iter().any(|p| p.asks) && !self.copying;
+        let waited = answered || self.prompted;
         let asks = messages.iter().any(Message::asks);
         if waited && asks {
             stats.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -211,10 +214,17 @@ impl Conversation {
         for m in messages {
             match m {
                 Message::Typed(b'S') => {
-                    self.pending.push_back(self.segment_asks);
+                    self.pending.push_back(Pending {
+                        asks: self.segment_asks,
+                        sync: true,
+                    });
                     self.segment_asks = false;
                 }
-                Message::Typed(b'Q') => self.pending.push_back(true),
+                Message::Typed(b'Q') => self.pending.push_back(Pending {
+                    asks: true,
+                    sync: false,
+                }),
+                Message::Typed(b'c' | b'f') => self.copying = false,
                 Message::Untyped(SSL_REQUEST | GSSENC_REQUEST) => self.backend.raw_byte = true,
                 Message::Untyped(CANCEL_REQUEST) => {}
                 Message::Untyped(_) => self.frontend.typed = true,
@@ -235,12 +245,34 @@ impl Conversation {
                 Message::Typed(b'Z') => {
                     self.pending.pop_front();
                 }
-                Message::Typed(b'G') => self.prompted = true,
+                // An error is the answer: the client may act on it before ReadyForQuery arrives.
+                Message::Typed(b'E') => {
+                    if let Some(front) = self.pending.front_mut() {
+                        front.asks = false;
+                    }
+                }
+                Message::Typed(b'G') => {
+                    self.prompted = true;
+                    self.copying = true;
+                    // A COPY started by Bind/Execute/Sync: the server ignores
+                    // that Sync in COPY mode and answers only the one after CopyDone.
+                    if self.pending.back().is_some_and(|p| p.sync) {
+                        self.pending.pop_back();
+                    }
+                }
                 Message::Raw(b'S' | b'G') => self.opaque = true,
                 _ => {}
             }
         }
     }
+}
+
+/// A Sync or Query waiting for its ReadyForQuery.
+struct Pending {
+    /// It asked for something (not only housekeeping).
+    asks: bool,
+    /// A Sync (extended protocol) rather than a simple Query.
+    sync: bool,
 }
 
 impl Message {
@@ -323,6 +355,7 @@ impl Default for Conversation {
             pending: VecDeque::new(),
             segment_asks: false,
             prompted: false,
+            copying: false,
             opaque: false,
         }
     }

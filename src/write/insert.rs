@@ -85,6 +85,7 @@ impl Insert<'_> {
                 ))
             }
             Ok(_) => Ok(WriteReport {
+                strategy: super::Strategy::Insert,
                 batches: tally.reports(true),
                 ids: tally.ids,
             }),

@@ -1,5 +1,6 @@
 //! The write path: plan the statements, then write through a pipeline.
 
+mod copy;
 mod dberror;
 mod guard;
 mod insert;
@@ -29,6 +30,22 @@ pub struct WriteOptions {
     /// at a time, for proxies and PostgreSQL-compatible servers that mishandle
     /// pipelining.
     pub pipeline: bool,
+    /// INSERT, COPY, or COPY from `copy_threshold` features on.
+    pub strategy: Strategy,
+    /// Features from which `auto` uses COPY.
+    pub copy_threshold: usize,
+}
+
+/// How features are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// COPY for requests of at least the threshold, where COPY can be used.
+    Auto,
+    /// Always pipelined INSERTs.
+    Insert,
+    /// COPY wherever it can be used (see [`copy::copy_plan`]).
+    Copy,
 }
 
 /// Write validated rows in one transaction and return their keys in order.
@@ -44,6 +61,7 @@ pub async fn write_features(
 ) -> Result<WriteReport, ApiError> {
     if rows.is_empty() {
         return Ok(WriteReport {
+            strategy: Strategy::Insert,
             ids: Vec::new(),
             batches: Vec::new(),
         });
@@ -51,16 +69,38 @@ pub async fn write_features(
     tokio::spawn(async move {
         let plan = plan::plan(&rows, options.limits);
         let client = TxGuard::new(db.connection().await?);
-        Insert {
-            client: &client,
-            coll: &coll,
-            rows: &rows,
-            plan: &plan,
-            single,
-            pipeline: options.pipeline,
+        let wants_copy = match options.strategy {
+            Strategy::Insert => false,
+            Strategy::Copy => true,
+            Strategy::Auto => rows.len() >= options.copy_threshold,
+        };
+        // COPY has no per-statement pipelining to switch off: keep it to pipelined mode.
+        match copy::copy_plan(&coll, &plan).filter(|_| wants_copy && options.pipeline) {
+            Some(copy) => {
+                copy::Copy {
+                    client: &client,
+                    coll: &coll,
+                    rows: &rows,
+                    plan: &plan,
+                    copy,
+                    single,
+                }
+                .run()
+                .await
+            }
+            None => {
+                Insert {
+                    client: &client,
+                    coll: &coll,
+                    rows: &rows,
+                    plan: &plan,
+                    single,
+                    pipeline: options.pipeline,
+                }
+                .run()
+                .await
+            }
         }
-        .run()
-        .await
     })
     .await
     .map_err(|e| ApiError::internal(format!("the write task failed: {e}")))?

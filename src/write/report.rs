@@ -52,6 +52,8 @@ pub struct BatchReport {
 /// The response body of a successful write.
 #[derive(Debug, Clone, Serialize)]
 pub struct WriteReport {
+    /// How the features were written.
+    pub strategy: super::Strategy,
     /// The new keys, one per feature, in feature order (numbers for integer keys).
     pub ids: Vec<Value>,
     /// Every batch, committed.
@@ -190,7 +192,7 @@ fn millis(started: Instant) -> f64 {
 }
 
 /// Keys come back as text; integer keys are reported as JSON numbers.
-fn key_value(key: Option<String>, integer: bool) -> Value {
+pub fn key_value(key: Option<String>, integer: bool) -> Value {
     match key {
         None => Value::Null,
         Some(k) if integer => k

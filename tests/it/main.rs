@@ -1,6 +1,7 @@
 //! Integration tests against a real PostgreSQL + PostGIS (see `make test`).
 
 mod catalog;
+mod copy;
 mod defaults;
 mod failures;
 mod geometries;

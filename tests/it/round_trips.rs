@@ -46,6 +46,7 @@ async fn a_whole_request_costs_one_round_trip() {
     let (proxy, mut config) = via_proxy(&db, Duration::from_millis(2)).await;
     config.pool_size = 1;
     config.batch_size = 100;
+    config.write_strategy = featurepipe::write::Strategy::Insert;
     let app = TestApp::on(db, config).await;
 
     let body = |n: usize| collection((0..n).map(|i| point(0.0, 0.0, json!({"seq": i}))).collect());

@@ -1,0 +1,347 @@
+//! The COPY fast path: binary COPY with every key known before writing.
+//!
+//! Keys come from the features themselves or from ONE defaults query
+//! (`SELECT <key default> FROM generate_series(1, n)`, volatile defaults
+//! once per row); the other columns left out take their defaults from COPY
+//! itself. Warm, a request costs two round trips: BEGIN, the defaults query
+//! and the start of the COPY in one flight; the rows, the end of the COPY and
+//! COMMIT in the second.
+
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Error, Statement};
+
+use super::dberror::request_error;
+use super::guard::TxGuard;
+use super::pipeline::{Call, Calls};
+use super::plan::Plan;
+use super::report::{key_value, Failure, Tally, WriteReport};
+use super::{commit_failed, write_failed};
+use crate::catalog::{quote_ident, Collection, ColumnType, ScalarType};
+use crate::error::ApiError;
+use crate::feature::value::SqlValue;
+use crate::feature::FeatureRow;
+
+/// What a COPY of one request writes.
+#[derive(Debug, PartialEq)]
+pub struct CopyPlan {
+    /// Column indices, in COPY order: the features' columns, then the key if
+    /// the database must supply it.
+    pub columns: Vec<usize>,
+    /// The key is taken from the defaults query, not from the features.
+    pub key_from_default: bool,
+}
+
+/// Whether this request can be written by COPY, and how.
+///
+/// Needs: one column set for all features (COPY has one column list); no
+/// `BEFORE INSERT` trigger (it could change the key); no SRID transform and no
+/// `numeric` (those need SQL around the value); a key the features give or a
+/// default can produce, of a type we can report.
+pub fn copy_plan(coll: &Collection, plan: &Plan) -> Option<CopyPlan> {
+    let [shape] = plan.shapes.as_slice() else {
+        return None;
+    };
+    let pk = coll.primary_key?;
+    let key = &coll.columns[pk];
+    let key_type_ok = matches!(
+        key.ty,
+        ColumnType::Scalar(
+            ScalarType::Int2
+                | ScalarType::Int4
+                | ScalarType::Int8
+                | ScalarType::Text { .. }
+                | ScalarType::Uuid
+        )
+    );
+    let copyable = |c: &usize| match &coll.columns[*c].ty {
+        ColumnType::Geometry(g) => g.transform_to().is_none(),
+        ColumnType::Scalar(t) | ColumnType::Array(t) => *t != ScalarType::Numeric,
+        ColumnType::Unsupported => false,
+    };
+    if coll.before_insert_trigger || !key_type_ok || !shape.iter().all(copyable) {
+        return None;
+    }
+    let mut columns = shape.clone();
+    let key_from_default = !shape.contains(&pk);
+    if key_from_default {
+        if !key.has_default() {
+            return None;
+        }
+        columns.push(pk);
+    }
+    Some(CopyPlan {
+        columns,
+        key_from_default,
+    })
+}
+
+/// The binary type of a column, as the COPY writer encodes it.
+fn copy_type(ty: &ColumnType) -> Type {
+    let scalar = |t: &ScalarType| match t {
+        ScalarType::Int2 => (Type::INT2, Type::INT2_ARRAY),
+        ScalarType::Int4 => (Type::INT4, Type::INT4_ARRAY),
+        ScalarType::Int8 => (Type::INT8, Type::INT8_ARRAY),
+        ScalarType::Float4 => (Type::FLOAT4, Type::FLOAT4_ARRAY),
+        ScalarType::Float8 => (Type::FLOAT8, Type::FLOAT8_ARRAY),
+        ScalarType::Numeric | ScalarType::Text { .. } => (Type::TEXT, Type::TEXT_ARRAY),
+        ScalarType::Bool => (Type::BOOL, Type::BOOL_ARRAY),
+        ScalarType::Uuid => (Type::UUID, Type::UUID_ARRAY),
+        ScalarType::Date => (Type::DATE, Type::DATE_ARRAY),
+        ScalarType::Timestamp => (Type::TIMESTAMP, Type::TIMESTAMP_ARRAY),
+        ScalarType::Timestamptz => (Type::TIMESTAMPTZ, Type::TIMESTAMPTZ_ARRAY),
+        ScalarType::Json => (Type::JSON, Type::JSON_ARRAY),
+        ScalarType::Jsonb => (Type::JSONB, Type::JSONB_ARRAY),
+    };
+    match ty {
+        ColumnType::Scalar(t) => scalar(t).0,
+        ColumnType::Array(t) => scalar(t).1,
+        // EWKB is geometry's and geography's binary input format: sent as is.
+        ColumnType::Geometry(_) | ColumnType::Unsupported => Type::BYTEA,
+    }
+}
+
+/// One request's COPY on one connection.
+pub struct Copy<'a> {
+    /// The connection.
+    pub client: &'a TxGuard,
+    /// The target.
+    pub coll: &'a Collection,
+    /// Validated rows, all with the same columns.
+    pub rows: &'a [FeatureRow],
+    /// Batches, for the report.
+    pub plan: &'a Plan,
+    /// What to copy.
+    pub copy: CopyPlan,
+    /// Pointers name `/features/k` unless the body was one Feature.
+    pub single: bool,
+}
+
+/// An answer of the first flight.
+enum Opened {
+    Done,
+    Keys(Vec<String>),
+    Sink(tokio_postgres::CopyInSink<bytes::Bytes>),
+}
+
+impl Copy<'_> {
+    /// Write all rows in one transaction; ids in feature order, or a failure report.
+    pub async fn run(self) -> Result<WriteReport, ApiError> {
+        let pk = self.coll.primary_key.expect("copy_plan checked the key");
+        // Both statements are prepared (and cached) up front so that each is
+        // later sent as a single message, in the order polled.
+        let keys_sql = self.keys_sql(pk);
+        let mut prepares: Vec<Call<'_, Result<Statement, Error>>> = vec![Box::pin(async {
+            self.client.prepare_cached(&self.copy_sql()).await
+        })];
+        if let Some(sql) = &keys_sql {
+            prepares.push(Box::pin(
+                async move { self.client.prepare_cached(sql).await },
+            ));
+        }
+        let mut prepares = Calls::new(prepares);
+        prepares.send_all().await;
+        let mut statements = Vec::with_capacity(2);
+        while let Some(prepared) = prepares.next().await {
+            statements.push(prepared.map_err(|e| request_error("preparing the COPY", &e))?);
+        }
+        let mut tally = Tally::new(&self.plan.batches, self.coll.integer_key(), self.rows.len());
+        self.client.set_open(true);
+
+        // Flight 1: BEGIN, the defaults query, the start of the COPY.
+        let n = self.rows.len() as i32;
+        let (table, key_column) = (self.coll.qualified_name(), &self.coll.columns[pk].name);
+        let mut first: Vec<Call<'_, Result<Opened, Error>>> = vec![Box::pin(async {
+            self.client
+                .batch_execute("BEGIN")
+                .await
+                .map(|()| Opened::Done)
+        })];
+        if let Some(keys) = statements.get(1) {
+            let params: Vec<&(dyn ToSql + Sync)> = if self.coll.columns[pk].default.is_some() {
+                vec![&n]
+            } else {
+                vec![&n, &table, key_column]
+            };
+            first.push(Box::pin(async move {
+                let rows = self.client.query(keys, &params).await?;
+                Ok(Opened::Keys(rows.iter().map(|r| r.get(0)).collect()))
+            }));
+        }
+        first.push(Box::pin(async {
+            self.client.copy_in(&statements[0]).await.map(Opened::Sink)
+        }));
+        let mut calls = Calls::new(first);
+        calls.send_all().await;
+        let (mut keys, mut sink) = (None, None);
+        while let Some(answer) = calls.next().await {
+            match answer {
+                Ok(Opened::Done) => {}
+                Ok(Opened::Keys(k)) => keys = Some(k),
+                Ok(Opened::Sink(s)) => sink = Some(s),
+                Err(e) => {
+                    drop(calls);
+                    self.rollback().await;
+                    return Err(request_error("starting the COPY", &e));
+                }
+            }
+        }
+        let types: Vec<Type> = self
+            .copy
+            .columns
+            .iter()
+            .map(|&c| copy_type(&self.coll.columns[c].ty))
+            .collect();
+        let mut writer = Box::pin(BinaryCopyInWriter::new(
+            sink.expect("the COPY started"),
+            &types,
+        ));
+
+        // Flight 2: the rows, the end of the COPY, COMMIT.
+        let key_params: Option<Vec<SqlValue>> = match (&keys, &self.coll.columns[pk].ty) {
+            (Some(k), ColumnType::Scalar(t)) => Some(k.iter().map(|s| key_param(s, *t)).collect()),
+            _ => None,
+        };
+        let mut written = Ok(());
+        for (i, row) in self.rows.iter().enumerate() {
+            let mut params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
+            if let Some(kp) = &key_params {
+                params.push(&kp[i]);
+            }
+            if let Err(e) = writer.as_mut().write(&params).await {
+                written = Err(e);
+                break;
+            }
+            // A batch's time is how long the server took to accept its rows.
+            let batch_ends = self.plan.batches[tally.db_ms.len()].end == i + 1;
+            if batch_ends && i + 1 < self.rows.len() {
+                tally.mark_batch();
+            }
+        }
+        let (copied, ended) = match written {
+            Ok(()) => {
+                let ends: Vec<Call<'_, Result<u64, Error>>> = vec![
+                    Box::pin(async { writer.as_mut().finish().await }),
+                    Box::pin(async { self.client.batch_execute("COMMIT").await.map(|()| 0) }),
+                ];
+                let mut ends = Calls::new(ends);
+                ends.send_all().await;
+                let copied = ends.next().await.expect("finish was queued");
+                // After a failed COPY the queued COMMIT answers as a ROLLBACK.
+                (copied, ends.next().await.expect("COMMIT was queued"))
+            }
+            Err(e) => {
+                drop(writer); // aborts the COPY (CopyFail) before ROLLBACK can be sent
+                self.rollback().await;
+                (Err(e), Ok(0))
+            }
+        };
+        if ended
+            .as_ref()
+            .map_or_else(|e| e.as_db_error().is_some(), |_| true)
+        {
+            self.client.set_open(false);
+        }
+        tally.mark_batch();
+        if let Err(error) = copied {
+            let feature = failed_row(&error)
+                .filter(|&k| k < self.rows.len())
+                .unwrap_or(0);
+            tally.failure = Some(Failure { feature, error });
+            return Err(write_failed(self.coll, self.single, &tally));
+        }
+        if let Err(error) = ended {
+            return Err(commit_failed(self.coll, &error, tally.reports(false)));
+        }
+        let integer = self.coll.integer_key();
+        tally.ids = match keys {
+            Some(keys) => keys
+                .into_iter()
+                .map(|k| key_value(Some(k), integer))
+                .collect(),
+            None => self
+                .rows
+                .iter()
+                .map(|row| {
+                    let at = row
+                        .columns
+                        .iter()
+                        .position(|&c| c == pk)
+                        .expect("key given");
+                    key_value(key_text(&row.values[at]), integer)
+                })
+                .collect(),
+        };
+        Ok(WriteReport {
+            strategy: super::Strategy::Copy,
+            batches: tally.reports(true),
+            ids: tally.ids,
+        })
+    }
+
+    /// `COPY … (columns) FROM STDIN (FORMAT binary)`.
+    fn copy_sql(&self) -> String {
+        let names: Vec<String> = self
+            .copy
+            .columns
+            .iter()
+            .map(|&c| quote_ident(&self.coll.columns[c].name))
+            .collect();
+        format!(
+            "COPY {} ({}) FROM STDIN (FORMAT binary)",
+            self.coll.qualified_name(),
+            names.join(", ")
+        )
+    }
+
+    /// The ONE defaults query that draws a key per row, when the features do
+    /// not give keys: the key column's default expression from the catalog
+    /// (volatile ones are evaluated once per row), or an identity's sequence.
+    fn keys_sql(&self, pk: usize) -> Option<String> {
+        let key = &self.coll.columns[pk];
+        self.copy.key_from_default.then(|| match &key.default {
+            Some(expr) => format!("SELECT ({expr})::text FROM generate_series(1, $1::int4)"),
+            None => "SELECT nextval(pg_get_serial_sequence($2::text, $3::text))::text \
+                     FROM generate_series(1, $1::int4)"
+                .to_owned(),
+        })
+    }
+
+    async fn rollback(&self) {
+        if self.client.batch_execute("ROLLBACK").await.is_ok() {
+            self.client.set_open(false);
+        }
+    }
+}
+
+/// A key drawn as text, as the parameter of the key column's type.
+fn key_param(text: &str, ty: ScalarType) -> SqlValue {
+    let parsed = match ty {
+        ScalarType::Int2 => text.parse().ok().map(SqlValue::Int2),
+        ScalarType::Int4 => text.parse().ok().map(SqlValue::Int4),
+        ScalarType::Int8 => text.parse().ok().map(SqlValue::Int8),
+        ScalarType::Uuid => text.parse().ok().map(SqlValue::Uuid),
+        _ => None,
+    };
+    parsed.unwrap_or_else(|| SqlValue::Text(text.to_owned()))
+}
+
+/// A key given by a feature, as the text the database would return.
+fn key_text(value: &SqlValue) -> Option<String> {
+    match value {
+        SqlValue::Int2(v) => Some(v.to_string()),
+        SqlValue::Int4(v) => Some(v.to_string()),
+        SqlValue::Int8(v) => Some(v.to_string()),
+        SqlValue::Text(v) => Some(v.clone()),
+        SqlValue::Uuid(v) => Some(v.to_string()),
+        _ => None,
+    }
+}
+
+/// The feature a COPY error is about: PostgreSQL says "COPY t, line N" (1-based).
+fn failed_row(error: &Error) -> Option<usize> {
+    let context = error.as_db_error()?.where_()?;
+    let after = &context[context.find(", line ")? + 7..];
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse::<usize>().ok()?.checked_sub(1)
+}
