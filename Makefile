@@ -1,11 +1,20 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test build lint fmt
+.PHONY: run test bench bench-quick bench-parse build lint fmt
 
 run:
 	scripts/dev.sh
 
 test:
 	scripts/test.sh
+
+bench:
+	scripts/bench.sh
+
+bench-quick:
+	scripts/bench.sh --quick
+
+bench-parse:
+	cargo bench --bench parse
 
 build:
 	cargo build --release

@@ -1,6 +1,7 @@
 //! Strict coercion of a JSON property value into a column's SQL type.
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use serde_json::value::RawValue;
 use serde_json::{Number, Value};
 
 use super::value::SqlValue;
@@ -37,8 +38,33 @@ fn type_error(expected: &str, got: &Value) -> CoerceError {
     err("invalid_type", format!("expected {expected}, got {got}"))
 }
 
-/// Coerce a non-null scalar.
-pub fn scalar(value: &Value, ty: ScalarType) -> Result<SqlValue, CoerceError> {
+/// Parse a value of the body: its syntax was checked, but numbers beyond f64 only fail now.
+fn parse(raw: &RawValue) -> Result<Value, CoerceError> {
+    serde_json::from_str(raw.get()).map_err(|_| {
+        err(
+            "out_of_range",
+            format!("{} is out of range for any number type", raw.get()),
+        )
+    })
+}
+
+/// Coerce a non-null scalar, given as its JSON text.
+pub fn scalar(raw: &RawValue, ty: ScalarType) -> Result<SqlValue, CoerceError> {
+    let text = raw.get();
+    match ty {
+        // A JSON number's own text is exact; parsing it as f64 could lose digits.
+        ScalarType::Numeric if text.starts_with(|c: char| c == '-' || c.is_ascii_digit()) => {
+            Ok(SqlValue::Text(text.to_owned()))
+        }
+        ScalarType::Text { max_chars } if text.starts_with('"') => {
+            let s: String = serde_json::from_str(text).expect("checked as part of the body");
+            checked_text(s, max_chars).map(SqlValue::Text)
+        }
+        _ => scalar_value(&parse(raw)?, ty),
+    }
+}
+
+fn scalar_value(value: &Value, ty: ScalarType) -> Result<SqlValue, CoerceError> {
     match ty {
         ScalarType::Int2 => integer(value, i16::MIN.into(), i16::MAX.into(), "smallint")
             .map(|v| SqlValue::Int2(v as i16)),
@@ -48,7 +74,7 @@ pub fn scalar(value: &Value, ty: ScalarType) -> Result<SqlValue, CoerceError> {
         ScalarType::Float8 => float(value, f64::MAX).map(SqlValue::Float8),
         ScalarType::Float4 => float(value, f32::MAX.into()).map(|v| SqlValue::Float4(v as f32)),
         ScalarType::Numeric => numeric(value).map(SqlValue::Text),
-        ScalarType::Text { max_chars } => text(value, max_chars).map(SqlValue::Text),
+        ScalarType::Text { .. } => Err(type_error("a string", value)),
         ScalarType::Bool => value
             .as_bool()
             .map(SqlValue::Bool)
@@ -101,25 +127,26 @@ pub fn scalar(value: &Value, ty: ScalarType) -> Result<SqlValue, CoerceError> {
 }
 
 /// Coerce a JSON array into a one-dimensional SQL array (null elements allowed).
-pub fn array(value: &Value, elem: ScalarType) -> Result<SqlValue, CoerceError> {
-    let items = value
-        .as_array()
-        .ok_or_else(|| type_error("an array", value))?;
+pub fn array(raw: &RawValue, elem: ScalarType) -> Result<SqlValue, CoerceError> {
+    let items: Vec<&RawValue> = serde_json::from_str(raw.get())
+        .map_err(|_| parse(raw).map_or_else(|e| e, |v| type_error("an array", &v)))?;
+    let nested_allowed = matches!(elem, ScalarType::Json | ScalarType::Jsonb);
     items
         .iter()
         .enumerate()
-        .map(|(i, v)| match v {
-            Value::Null => Ok(SqlValue::Null),
-            Value::Array(_) if !matches!(elem, ScalarType::Json | ScalarType::Jsonb) => {
-                Err(CoerceError {
-                    element: Some(i),
-                    ..err("invalid_type", "only one-dimensional arrays are supported")
-                })
-            }
-            v => scalar(v, elem).map_err(|e| CoerceError {
+        .map(|(i, item)| {
+            let at = |e: CoerceError| CoerceError {
                 element: Some(i),
                 ..e
-            }),
+            };
+            match item.get() {
+                "null" => Ok(SqlValue::Null),
+                t if t.starts_with('[') && !nested_allowed => Err(at(err(
+                    "invalid_type",
+                    "only one-dimensional arrays are supported",
+                ))),
+                _ => scalar(item, elem).map_err(at),
+            }
         })
         .collect::<Result<Vec<_>, _>>()
         .map(SqlValue::Array)
@@ -170,10 +197,9 @@ fn float(value: &Value, max: f64) -> Result<f64, CoerceError> {
     }
 }
 
-/// Numbers keep their exact decimal text; strings must be decimal numbers too.
+/// Strings must be decimal numbers (JSON numbers are taken as their text by [`scalar`]).
 fn numeric(value: &Value) -> Result<String, CoerceError> {
     match value {
-        Value::Number(n) => Ok(n.to_string()),
         Value::String(s) if is_decimal(s) => Ok(s.clone()),
         Value::String(s) => Err(err(
             "invalid_numeric",
@@ -187,10 +213,7 @@ fn is_decimal(s: &str) -> bool {
     s.parse::<Number>().is_ok() || matches!(s, "NaN" | "Infinity" | "-Infinity")
 }
 
-fn text(value: &Value, max_chars: Option<usize>) -> Result<String, CoerceError> {
-    let s = value
-        .as_str()
-        .ok_or_else(|| type_error("a string", value))?;
+fn checked_text(s: String, max_chars: Option<usize>) -> Result<String, CoerceError> {
     if s.contains('\0') {
         return Err(err(
             "invalid_text",
@@ -206,7 +229,7 @@ fn text(value: &Value, max_chars: Option<usize>) -> Result<String, CoerceError> 
             ));
         }
     }
-    Ok(s.to_owned())
+    Ok(s)
 }
 
 /// `timestamp without time zone`: a local date-time, or an RFC 3339 one converted to UTC.
@@ -240,92 +263,125 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn raw(text: impl ToString) -> Box<RawValue> {
+        RawValue::from_string(text.to_string()).unwrap()
+    }
+
     #[test]
     fn integers_are_integral_and_in_range() {
-        assert_eq!(scalar(&json!(7), ScalarType::Int4), Ok(SqlValue::Int4(7)));
-        assert_eq!(scalar(&json!(7.0), ScalarType::Int2), Ok(SqlValue::Int2(7)));
         assert_eq!(
-            scalar(&json!(2.5), ScalarType::Int4).unwrap_err().code,
+            scalar(&raw(json!(7)), ScalarType::Int4),
+            Ok(SqlValue::Int4(7))
+        );
+        assert_eq!(
+            scalar(&raw(json!(7.0)), ScalarType::Int2),
+            Ok(SqlValue::Int2(7))
+        );
+        assert_eq!(
+            scalar(&raw(json!(2.5)), ScalarType::Int4).unwrap_err().code,
             "invalid_type"
         );
         assert_eq!(
-            scalar(&json!(40000), ScalarType::Int2).unwrap_err().code,
+            scalar(&raw(json!(40000)), ScalarType::Int2)
+                .unwrap_err()
+                .code,
             "out_of_range"
         );
         assert_eq!(
-            scalar(&json!("7"), ScalarType::Int8).unwrap_err().code,
+            scalar(&raw(json!("7")), ScalarType::Int8).unwrap_err().code,
             "invalid_type"
         );
-        let huge: Value = serde_json::from_str("1e30").unwrap();
         assert_eq!(
-            scalar(&huge, ScalarType::Int8).unwrap_err().code,
+            scalar(&raw("1e30"), ScalarType::Int8).unwrap_err().code,
             "out_of_range"
+        );
+    }
+
+    #[test]
+    fn numbers_beyond_f64_are_out_of_range() {
+        assert_eq!(
+            scalar(&raw("1e400"), ScalarType::Float8).unwrap_err().code,
+            "out_of_range"
+        );
+        assert_eq!(
+            scalar(&raw("1e400"), ScalarType::Int4).unwrap_err().code,
+            "out_of_range"
+        );
+        assert_eq!(
+            scalar(&raw("1e400"), ScalarType::Numeric),
+            Ok(SqlValue::Text("1e400".into()))
         );
     }
 
     #[test]
     fn numeric_keeps_exact_digits() {
-        let v: Value = serde_json::from_str("12345678901234567890.123456789").unwrap();
         assert_eq!(
-            scalar(&v, ScalarType::Numeric),
+            scalar(&raw("12345678901234567890.123456789"), ScalarType::Numeric),
             Ok(SqlValue::Text("12345678901234567890.123456789".into()))
         );
         assert_eq!(
-            scalar(&json!("0.10"), ScalarType::Numeric),
+            scalar(&raw(json!("0.10")), ScalarType::Numeric),
             Ok(SqlValue::Text("0.10".into()))
         );
-        assert!(scalar(&json!("ten"), ScalarType::Numeric).is_err());
+        assert!(scalar(&raw(json!("ten")), ScalarType::Numeric).is_err());
     }
 
     #[test]
     fn text_length_counts_characters() {
         let ty = ScalarType::Text { max_chars: Some(3) };
-        assert!(scalar(&json!("äöü"), ty).is_ok());
-        assert_eq!(scalar(&json!("abcd"), ty).unwrap_err().code, "too_long");
+        assert!(scalar(&raw(json!("äöü")), ty).is_ok());
         assert_eq!(
-            scalar(&json!("a\u{0}"), ty).unwrap_err().code,
+            scalar(&raw(json!("abcd")), ty).unwrap_err().code,
+            "too_long"
+        );
+        assert_eq!(
+            scalar(&raw(json!("a\u{0}")), ty).unwrap_err().code,
             "invalid_text"
         );
     }
 
     #[test]
     fn temporal_types() {
-        assert!(scalar(&json!("2024-02-29"), ScalarType::Date).is_ok());
-        assert!(scalar(&json!("2023-02-29"), ScalarType::Date).is_err());
-        assert!(scalar(&json!("2024-05-01T12:00:00+02:00"), ScalarType::Timestamptz).is_ok());
-        assert!(scalar(&json!("2024-05-01T12:00:00"), ScalarType::Timestamptz).is_err());
-        assert!(scalar(&json!("2024-05-01T12:00:00.5"), ScalarType::Timestamp).is_ok());
-        assert!(scalar(&json!("2024-05-01T12:00:00Z"), ScalarType::Timestamp).is_ok());
+        assert!(scalar(&raw(json!("2024-02-29")), ScalarType::Date).is_ok());
+        assert!(scalar(&raw(json!("2023-02-29")), ScalarType::Date).is_err());
+        assert!(scalar(
+            &raw(json!("2024-05-01T12:00:00+02:00")),
+            ScalarType::Timestamptz
+        )
+        .is_ok());
+        assert!(scalar(&raw(json!("2024-05-01T12:00:00")), ScalarType::Timestamptz).is_err());
+        assert!(scalar(&raw(json!("2024-05-01T12:00:00.5")), ScalarType::Timestamp).is_ok());
+        assert!(scalar(&raw(json!("2024-05-01T12:00:00Z")), ScalarType::Timestamp).is_ok());
     }
 
     #[test]
     fn uuid_bool_json() {
         assert!(scalar(
-            &json!("67e55044-10b1-426f-9247-bb680e5fe0c8"),
+            &raw(json!("67e55044-10b1-426f-9247-bb680e5fe0c8")),
             ScalarType::Uuid
         )
         .is_ok());
-        assert!(scalar(&json!("nope"), ScalarType::Uuid).is_err());
+        assert!(scalar(&raw(json!("nope")), ScalarType::Uuid).is_err());
         assert_eq!(
-            scalar(&json!(1), ScalarType::Bool).unwrap_err().code,
+            scalar(&raw(json!(1)), ScalarType::Bool).unwrap_err().code,
             "invalid_type"
         );
-        assert!(scalar(&json!({"a": [1, "b"]}), ScalarType::Jsonb).is_ok());
-        assert!(scalar(&json!({"a": "\u{0}"}), ScalarType::Jsonb).is_err());
+        assert!(scalar(&raw(json!({"a": [1, "b"]})), ScalarType::Jsonb).is_ok());
+        assert!(scalar(&raw(json!({"a": "\u{0}"})), ScalarType::Jsonb).is_err());
     }
 
     #[test]
     fn arrays_report_the_element() {
         assert_eq!(
-            array(&json!([1, null, 3]), ScalarType::Int4),
+            array(&raw(json!([1, null, 3])), ScalarType::Int4),
             Ok(SqlValue::Array(vec![
                 SqlValue::Int4(1),
                 SqlValue::Null,
                 SqlValue::Int4(3)
             ]))
         );
-        let e = array(&json!([1, "x"]), ScalarType::Int4).unwrap_err();
+        let e = array(&raw(json!([1, "x"])), ScalarType::Int4).unwrap_err();
         assert_eq!(e.element, Some(1));
-        assert!(array(&json!([[1]]), ScalarType::Int4).is_err());
+        assert!(array(&raw(json!([[1]])), ScalarType::Int4).is_err());
     }
 }

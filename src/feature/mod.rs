@@ -4,14 +4,16 @@
 //! collected with a JSON pointer so a client can fix a whole request at once.
 
 pub mod coerce;
+mod input;
 pub mod value;
 
 use axum::http::StatusCode;
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
 
 use crate::catalog::{Collection, ColumnType};
 use crate::error::{ApiError, FieldError};
 use crate::geometry::{encode_ewkb, MALFORMED};
+use input::{is_string, Envelope, FeatureIn, Features, Properties};
 use value::SqlValue;
 
 /// One feature as the columns it writes; left-out columns take their defaults.
@@ -41,46 +43,43 @@ pub struct ParsedBody {
 
 /// Parse a Feature or FeatureCollection and validate every feature against `coll`.
 pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError> {
-    let doc: Value = serde_json::from_slice(body).map_err(|e| {
+    let invalid_json = |e: serde_json::Error| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid-json",
             format!("the body is not valid JSON: {e}"),
         )
-    })?;
+    };
+    // Checks the syntax of the whole body, with line and column on error.
+    let envelope: Envelope<'_> = match serde_json::from_slice(body) {
+        Ok(e) => e,
+        Err(e) if e.is_data() => return Err(not_geojson()),
+        Err(e) => return Err(invalid_json(e)),
+    };
     let mut v = Validator {
         coll,
         errors: Vec::new(),
     };
-    let (single, features): (bool, Vec<(usize, String, &Value)>) =
-        match doc.get("type").and_then(Value::as_str) {
-            Some("Feature") => (true, vec![(0, String::new(), &doc)]),
-            Some("FeatureCollection") => match doc.get("features") {
-                Some(Value::Array(fs)) => (
-                    false,
-                    fs.iter()
-                        .enumerate()
-                        .map(|(i, f)| (i, format!("/features/{i}"), f))
-                        .collect(),
-                ),
-                _ => {
-                    return Err(malformed(
-                        "a FeatureCollection needs an array member \"features\"",
-                        "/features",
-                    ))
-                }
-            },
-            _ => {
-                return Err(malformed(
-                    "the body must be a GeoJSON Feature or FeatureCollection object",
-                    "/type",
-                ))
-            }
+    let kind = envelope.kind;
+    let (single, rows): (bool, Vec<FeatureRow>) = if kind.is_some_and(|k| is_string(k, "Feature")) {
+        let feature: FeatureIn<'_> = serde_json::from_slice(body).map_err(invalid_json)?;
+        (true, v.feature(0, None, feature).into_iter().collect())
+    } else if kind.is_some_and(|k| is_string(k, "FeatureCollection")) {
+        let Some(Features::List(features)) = envelope.features else {
+            return Err(malformed(
+                "a FeatureCollection needs an array member \"features\"",
+                "/features",
+            ));
         };
-    let rows: Vec<FeatureRow> = features
-        .into_iter()
-        .filter_map(|(i, pointer, f)| v.feature(i, &pointer, f))
-        .collect();
+        let rows = features
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, f)| v.feature(i, Some(i), f))
+            .collect();
+        (false, rows)
+    } else {
+        return Err(not_geojson());
+    };
     if v.errors.is_empty() {
         return Ok(ParsedBody { single, rows });
     }
@@ -106,6 +105,13 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
     .with_errors(v.errors))
 }
 
+fn not_geojson() -> ApiError {
+    malformed(
+        "the body must be a GeoJSON Feature or FeatureCollection object",
+        "/type",
+    )
+}
+
 fn malformed(message: &str, pointer: &str) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "invalid-geojson", message).with_errors(vec![
         FieldError::new(0, pointer.to_owned(), MALFORMED, message),
@@ -117,20 +123,26 @@ struct Validator<'a> {
     errors: Vec<FieldError>,
 }
 
+/// A JSON pointer into the body: `/features/{i}{suffix}`, or `{suffix}` for a single Feature.
+fn at(index: Option<usize>, suffix: &str) -> String {
+    match index {
+        Some(i) => format!("/features/{i}{suffix}"),
+        None => suffix.to_owned(),
+    }
+}
+
 impl Validator<'_> {
     fn error(&mut self, feature: usize, pointer: String, code: &str, message: impl Into<String>) {
         self.errors
             .push(FieldError::new(feature, pointer, code, message));
     }
 
-    fn feature(&mut self, i: usize, pointer: &str, f: &Value) -> Option<FeatureRow> {
-        let Some(obj) = f
-            .as_object()
-            .filter(|o| o.get("type") == Some(&Value::from("Feature")))
-        else {
+    /// Validate feature `i` (at `index` in the collection; `None` for a single Feature).
+    fn feature(&mut self, i: usize, index: Option<usize>, f: FeatureIn<'_>) -> Option<FeatureRow> {
+        if !(f.is_object && f.kind.is_some_and(|k| is_string(k, "Feature"))) {
             self.error(
                 i,
-                pointer.to_owned(),
+                at(index, ""),
                 MALFORMED,
                 "expected a GeoJSON Feature object",
             );
@@ -138,34 +150,39 @@ impl Validator<'_> {
         };
         let errors_before = self.errors.len();
         let mut check_required = true;
-        let mut cells: Vec<(usize, SqlValue)> = Vec::new();
-        self.geometry(i, pointer, obj, &mut cells);
-        let props = match obj.get("properties") {
-            Some(Value::Object(p)) => Some(p),
-            Some(Value::Null) => None,
-            _ => {
+        let mut cells: Vec<(usize, SqlValue)> = Vec::with_capacity(self.coll.columns.len());
+        self.geometry(i, index, f.geometry, &mut cells);
+        let props = match f.properties {
+            Some(p) if p.get() == "null" => Ok(None),
+            Some(p) => serde_json::from_str::<Properties<'_>>(p.get())
+                .map(Some)
+                .map_err(|_| ()),
+            None => Err(()),
+        };
+        match props {
+            Ok(Some(props)) => self.properties(i, index, props, &mut cells),
+            Ok(None) => {}
+            Err(()) => {
                 // Unreadable properties: which columns were meant cannot be known.
                 check_required = false;
                 self.error(
                     i,
-                    format!("{pointer}/properties"),
+                    at(index, "/properties"),
                     MALFORMED,
                     "a Feature needs a member \"properties\" that is an object or null",
                 );
-                None
             }
-        };
-        if let Some(props) = props {
-            self.properties(i, pointer, props, &mut cells);
         }
-        self.key_from_id(i, pointer, obj, &mut cells);
+        if let Some(id) = f.id {
+            self.key_from_id(i, index, id, &mut cells);
+        }
         if check_required {
-            self.required(i, pointer, &cells);
+            self.required(i, index, &cells);
         }
         if self.errors.len() > errors_before {
             return None;
         }
-        cells.sort_by_key(|(c, _)| *c);
+        cells.sort_unstable_by_key(|(c, _)| *c);
         let (columns, values) = cells.into_iter().unzip();
         Some(FeatureRow { columns, values })
     }
@@ -173,35 +190,35 @@ impl Validator<'_> {
     fn geometry(
         &mut self,
         i: usize,
-        pointer: &str,
-        obj: &Map<String, Value>,
+        index: Option<usize>,
+        geometry: Option<&RawValue>,
         cells: &mut Vec<(usize, SqlValue)>,
     ) {
         let gi = self.coll.geometry;
-        match obj.get("geometry") {
+        match geometry {
             None => self.error(
                 i,
-                format!("{pointer}/geometry"),
+                at(index, "/geometry"),
                 MALFORMED,
                 "a Feature needs a member \"geometry\" (an object or null)",
             ),
-            Some(Value::Null) => {
+            Some(g) if g.get() == "null" => {
                 if self.coll.columns[gi].not_null && !self.coll.before_insert_trigger {
                     self.error(
                         i,
-                        format!("{pointer}/geometry"),
+                        at(index, "/geometry"),
                         "not_nullable",
                         "the geometry column is NOT NULL",
                     );
                 }
                 cells.push((gi, SqlValue::Null));
             }
-            Some(g) => match encode_ewkb(g, self.coll.geometry_column()) {
+            Some(g) => match encode_ewkb(g.get(), self.coll.geometry_column()) {
                 Ok(wkb) => cells.push((gi, SqlValue::Ewkb(wkb))),
                 Err(e) => {
                     self.error(
                         i,
-                        format!("{pointer}/geometry{}", e.path),
+                        at(index, &format!("/geometry{}", e.path)),
                         e.code,
                         e.message,
                     );
@@ -214,29 +231,42 @@ impl Validator<'_> {
     fn properties(
         &mut self,
         i: usize,
-        pointer: &str,
-        props: &Map<String, Value>,
+        index: Option<usize>,
+        props: Properties<'_>,
         cells: &mut Vec<(usize, SqlValue)>,
     ) {
-        for (name, value) in props {
-            let at = format!("{pointer}/properties/{}", escape_pointer(name));
-            let Some(ci) = self.coll.column_index(name) else {
+        let pointer = |name: &str, element: Option<usize>| {
+            let element = element.map(|e| format!("/{e}")).unwrap_or_default();
+            at(
+                index,
+                &format!("/properties/{}{element}", escape_pointer(name)),
+            )
+        };
+        let mut seen = Vec::with_capacity(props.0.len());
+        for (name, raw) in props.0 {
+            let Some(ci) = self.coll.column_index(&name) else {
                 self.error(
                     i,
-                    at,
+                    pointer(&name, None),
                     "unknown_property",
                     format!("the table has no column '{name}'"),
                 );
                 continue;
             };
-            match self.cell(ci, value) {
+            if seen.contains(&ci) {
+                self.error(
+                    i,
+                    pointer(&name, None),
+                    "duplicate_property",
+                    format!("'{name}' is given more than once"),
+                );
+                continue;
+            }
+            seen.push(ci);
+            match self.cell(ci, raw) {
                 Ok(v) => cells.push((ci, v)),
                 Err((code, message, element)) => {
-                    let at = match element {
-                        Some(e) => format!("{at}/{e}"),
-                        None => at,
-                    };
-                    self.error(i, at, code, message);
+                    self.error(i, pointer(&name, element), code, message);
                     cells.push((ci, SqlValue::Null)); // given, though invalid: not also "required"
                 }
             }
@@ -247,7 +277,7 @@ impl Validator<'_> {
     fn cell(
         &self,
         ci: usize,
-        value: &Value,
+        value: &RawValue,
     ) -> Result<SqlValue, (&'static str, String, Option<usize>)> {
         let col = &self.coll.columns[ci];
         if col.generated {
@@ -257,7 +287,7 @@ impl Validator<'_> {
                 None,
             ));
         }
-        if value.is_null() {
+        if value.get() == "null" {
             return if col.not_null && !self.coll.before_insert_trigger {
                 Err(("not_nullable", format!("'{}' is NOT NULL", col.name), None))
             } else {
@@ -292,15 +322,17 @@ impl Validator<'_> {
     fn key_from_id(
         &mut self,
         i: usize,
-        pointer: &str,
-        obj: &Map<String, Value>,
+        index: Option<usize>,
+        id: &RawValue,
         cells: &mut Vec<(usize, SqlValue)>,
     ) {
-        let Some(id) = obj.get("id") else { return };
-        if !(id.is_string() || id.is_number()) {
+        if !id
+            .get()
+            .starts_with(|c: char| c == '"' || c == '-' || c.is_ascii_digit())
+        {
             self.error(
                 i,
-                format!("{pointer}/id"),
+                at(index, "/id"),
                 MALFORMED,
                 "a Feature id must be a string or a number",
             );
@@ -315,12 +347,12 @@ impl Validator<'_> {
         }
         match self.cell(pk, id) {
             Ok(v) => cells.push((pk, v)),
-            Err((code, message, _)) => self.error(i, format!("{pointer}/id"), code, message),
+            Err((code, message, _)) => self.error(i, at(index, "/id"), code, message),
         }
     }
 
     /// Columns that are NOT NULL without a default must be given (unless a trigger may fill them).
-    fn required(&mut self, i: usize, pointer: &str, cells: &[(usize, SqlValue)]) {
+    fn required(&mut self, i: usize, index: Option<usize>, cells: &[(usize, SqlValue)]) {
         if self.coll.before_insert_trigger {
             return;
         }
@@ -330,14 +362,14 @@ impl Validator<'_> {
                 && !col.generated
                 && !cells.iter().any(|(c, _)| *c == ci)
             {
-                let at = if ci == self.coll.geometry {
-                    format!("{pointer}/geometry")
+                let pointer = if ci == self.coll.geometry {
+                    at(index, "/geometry")
                 } else {
-                    format!("{pointer}/properties/{}", escape_pointer(&col.name))
+                    at(index, &format!("/properties/{}", escape_pointer(&col.name)))
                 };
                 self.error(
                     i,
-                    at,
+                    pointer,
                     "required",
                     format!("'{}' is NOT NULL and has no default", col.name),
                 );

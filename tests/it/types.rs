@@ -22,10 +22,9 @@ async fn every_supported_type_round_trips() {
         "CREATE DOMAIN positive_int AS integer CHECK (VALUE > 0); {ALL_TYPES}"
     ))
     .await;
-    let big: serde_json::Value = serde_json::from_str("12345678901234567890.0123456789").unwrap();
     let props = json!({
         "i2": -32768, "i4": 2147483647, "i8": 9007199254740993i64,
-        "f4": 1.5, "f8": 0.1, "num": big,
+        "f4": 1.5, "f8": 0.1, "num": "BIG",
         "t": "tekst ✓", "vc": "abcde", "ch": "ab",
         "b": true, "u": "67e55044-10b1-426f-9247-bb680e5fe0c8",
         "d": "2024-02-29", "ts": "2024-05-01T12:30:00.25", "tstz": "2024-05-01T12:30:00+02:00",
@@ -33,7 +32,17 @@ async fn every_supported_type_round_trips() {
         "ai": [1, null, 3], "at": ["a", "b,c", "\"q\""], "an": [0.1, "2.50"],
         "dom_positive": 7
     });
-    let r = app.post("typed", &point(1.0, 2.0, props)).await;
+    // A number with more digits than an f64 holds, sent as JSON text.
+    let body = point(1.0, 2.0, props)
+        .to_string()
+        .replace("\"BIG\"", "12345678901234567890.0123456789");
+    let r = app
+        .post_raw(
+            "/collections/typed/items",
+            Some("application/geo+json"),
+            body,
+        )
+        .await;
     assert_eq!(r.status, 201, "{r:?}");
     let row = app
         .db

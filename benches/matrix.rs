@@ -1,0 +1,783 @@
+//! `make bench`: the ways of writing features to PostGIS, side by side, in one run.
+//!
+//! Strategies: (1) one INSERT per feature, waiting for each answer (what GIS
+//! clients do); (2) featurepipe over HTTP, pipelined INSERTs; (3) featurepipe
+//! over HTTP, COPY; (4) binary COPY straight into the table, no ids (the
+//! ceiling); (5) `ogr2ogr` loading the same GeoJSON, when GDAL is installed.
+//! The database sits behind the project's latency proxy, which adds the RTT
+//! and counts round trips. The service runs as its own process (the release
+//! binary), as deployed. Run by `scripts/bench.sh` on a throwaway cluster.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use featurepipe::geometry::{encode_ewkb, GeometryColumn};
+use featurepipe::proxy::Proxy;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, NoTls};
+
+/// A run longer than this is extrapolated from a smaller measured size.
+const RUN_BUDGET: Duration = Duration::from_secs(12);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Strategy {
+    OneAtATime,
+    HttpInsert,
+    HttpCopy,
+    RawCopy,
+    Ogr2ogr,
+}
+
+impl Strategy {
+    const ALL: [Strategy; 5] = [
+        Strategy::OneAtATime,
+        Strategy::HttpInsert,
+        Strategy::HttpCopy,
+        Strategy::RawCopy,
+        Strategy::Ogr2ogr,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Strategy::OneAtATime => "1 one INSERT at a time",
+            Strategy::HttpInsert => "2 featurepipe, pipelined INSERT",
+            Strategy::HttpCopy => "3 featurepipe, COPY",
+            Strategy::RawCopy => "4 binary COPY, no ids",
+            Strategy::Ogr2ogr => "5 ogr2ogr",
+        }
+    }
+
+    fn colour(self) -> &'static str {
+        match self {
+            Strategy::OneAtATime => "#d62728",
+            Strategy::HttpInsert => "#1f77b4",
+            Strategy::HttpCopy => "#2ca02c",
+            Strategy::RawCopy => "#7f7f7f",
+            Strategy::Ogr2ogr => "#ff7f0e",
+        }
+    }
+}
+
+/// Features to write, as GeoJSON and as rows for the direct strategies.
+struct Dataset {
+    name: String,
+    table: &'static str,
+    geojson: Vec<u8>,
+    file: PathBuf,
+    rows: Vec<(String, i32, Vec<u8>)>,
+}
+
+impl Dataset {
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+}
+
+fn points(n: usize, dir: &Path) -> Dataset {
+    let features = (0..n)
+        .map(|i| {
+            let (x, y) = (
+                -10.0 + (i % 1000) as f64 * 0.04,
+                35.0 + (i / 1000) as f64 * 0.002,
+            );
+            json!({"type": "Feature", "geometry": {"type": "Point", "coordinates": [x, y]},
+                   "properties": {"name": format!("p{i}"), "seq": i}})
+        })
+        .collect();
+    dataset(format!("{n} points"), "points", features, dir)
+}
+
+fn polygons(dir: &Path) -> Dataset {
+    let features = (0..64)
+        .map(|i| {
+            let (cx, cy) = (i as f64 * 0.5, 45.0);
+            let mut ring: Vec<Value> = (0..999)
+                .map(|k| {
+                    let a = k as f64 / 999.0 * std::f64::consts::TAU;
+                    json!([cx + 0.2 * a.cos(), cy + 0.2 * a.sin()])
+                })
+                .collect();
+            ring.push(ring[0].clone());
+            json!({"type": "Feature", "geometry": {"type": "Polygon", "coordinates": [ring]},
+                   "properties": {"name": format!("poly{i}"), "seq": i}})
+        })
+        .collect();
+    dataset("64 polygons × 1000 vertices".into(), "polys", features, dir)
+}
+
+fn dataset(name: String, table: &'static str, features: Vec<Value>, dir: &Path) -> Dataset {
+    let any = GeometryColumn::from_typmod(-1, false);
+    let rows = features
+        .iter()
+        .map(|f| {
+            let p = &f["properties"];
+            let ewkb = encode_ewkb(&f["geometry"].to_string(), &any).expect("valid geometry");
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["seq"].as_i64().unwrap() as i32,
+                ewkb,
+            )
+        })
+        .collect();
+    let geojson =
+        serde_json::to_vec(&json!({"type": "FeatureCollection", "features": features})).unwrap();
+    let file = dir.join(format!("{table}-{}.geojson", features.len()));
+    std::fs::write(&file, &geojson).expect("write dataset file");
+    Dataset {
+        name,
+        table,
+        geojson,
+        file,
+        rows,
+    }
+}
+
+/// One measured (or extrapolated) cell of the matrix.
+#[derive(Clone)]
+struct Cell {
+    dataset: String,
+    n: usize,
+    rtt_ms: u64,
+    strategy: Strategy,
+    wall: Duration,
+    round_trips: u64,
+    extrapolated: bool,
+}
+
+struct Bench {
+    pg: String,
+    db_url: String,
+    admin: Client,
+    bin: PathBuf,
+    runs: usize,
+    ogr2ogr: bool,
+    cells: Vec<Cell>,
+}
+
+async fn connect(url: &str) -> Client {
+    let (client, conn) = tokio_postgres::connect(url, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    tokio::spawn(conn);
+    client
+}
+
+/// The featurepipe release binary, running on its own port.
+struct Service {
+    child: tokio::process::Child,
+    addr: SocketAddr,
+}
+
+impl Service {
+    async fn start(bin: &Path, database_url: &str, env: &[(&str, &str)]) -> Service {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let mut cmd = tokio::process::Command::new(bin);
+        cmd.arg("serve")
+            .env("DATABASE_URL", database_url)
+            .env("FEATUREPIPE_LISTEN", addr.to_string())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .spawn()
+            .expect("start featurepipe (build it with cargo build --release)");
+        for _ in 0..200 {
+            if let Ok((200, _)) = http(addr, "GET", "/readyz", &[]).await {
+                return Service { child, addr };
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("featurepipe did not become ready on {addr}");
+    }
+
+    /// Peak resident memory of the service process (VmHWM), in bytes.
+    fn peak_rss(&self) -> u64 {
+        let pid = self.child.id().expect("running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+}
+
+/// A minimal HTTP/1.1 exchange (one request per connection).
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect(addr).await?;
+    s.set_nodelay(true)?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body).await?;
+    let mut response = Vec::new();
+    s.read_to_end(&mut response).await?;
+    let status = std::str::from_utf8(&response[..response.len().min(12)])
+        .ok()
+        .and_then(|l| l.get(9..12))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body_at = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(response.len(), |p| p + 4);
+    Ok((status, response[body_at..].to_vec()))
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+impl Bench {
+    async fn truncate(&self, table: &str) {
+        self.admin
+            .batch_execute(&format!("TRUNCATE {table} RESTART IDENTITY"))
+            .await
+            .expect("truncate");
+    }
+
+    /// Write `data` once with `strategy`; returns wall time and round trips,
+    /// both from the moment the client is connected and its statement prepared.
+    async fn write_once(
+        &self,
+        strategy: Strategy,
+        data: &Dataset,
+        proxy: &Proxy,
+        services: &[Service; 2],
+    ) -> (Duration, u64) {
+        let via = self
+            .db_url
+            .replace(&self.pg, &proxy.local_addr().to_string());
+        let before = std::cell::Cell::new(proxy.round_trips());
+        let start = || {
+            before.set(proxy.round_trips());
+            Instant::now()
+        };
+        let wall = match strategy {
+            Strategy::OneAtATime => {
+                let client = connect(&via).await;
+                let insert = client
+                    .prepare(&format!(
+                        "INSERT INTO {} (name, seq, geom) VALUES ($1, $2, ST_GeomFromEWKB($3)) RETURNING id",
+                        data.table
+                    ))
+                    .await
+                    .unwrap();
+                let started = start();
+                client.batch_execute("BEGIN").await.unwrap();
+                for (name, seq, ewkb) in &data.rows {
+                    client.query_one(&insert, &[name, seq, ewkb]).await.unwrap();
+                }
+                client.batch_execute("COMMIT").await.unwrap();
+                started.elapsed()
+            }
+            Strategy::HttpInsert | Strategy::HttpCopy => {
+                let service = &services[usize::from(strategy == Strategy::HttpCopy)];
+                let path = format!("/collections/{}/items", data.table);
+                let started = start();
+                let (status, body) = http(service.addr, "POST", &path, &data.geojson)
+                    .await
+                    .unwrap();
+                let wall = started.elapsed();
+                let report: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+                assert_eq!(report["ids"].as_array().map(Vec::len), Some(data.len()));
+                wall
+            }
+            Strategy::RawCopy => {
+                let client = connect(&via).await;
+                let sql = format!(
+                    "COPY {} (name, seq, geom) FROM STDIN (FORMAT binary)",
+                    data.table
+                );
+                let copy = client.prepare(&sql).await.unwrap();
+                let started = start();
+                let sink = client.copy_in(&copy).await.unwrap();
+                let mut writer = Box::pin(BinaryCopyInWriter::new(
+                    sink,
+                    &[Type::TEXT, Type::INT4, Type::BYTEA],
+                ));
+                for (name, seq, ewkb) in &data.rows {
+                    let row: [&(dyn ToSql + Sync); 3] = [name, seq, ewkb];
+                    writer.as_mut().write(&row).await.unwrap();
+                }
+                writer.as_mut().finish().await.unwrap();
+                started.elapsed()
+            }
+            Strategy::Ogr2ogr => {
+                let port = proxy.local_addr().port();
+                let db = self.db_url.rsplit('/').next().unwrap();
+                // A whole ogr2ogr run, connection and metadata queries included: that is its cost.
+                let started = start();
+                let status = tokio::process::Command::new("ogr2ogr")
+                    .args([
+                        "-f",
+                        "PostgreSQL",
+                        &format!("PG:host=127.0.0.1 port={port} dbname={db} user=postgres"),
+                    ])
+                    .arg(&data.file)
+                    .args(["-nln", data.table, "-append"])
+                    .stdout(Stdio::null())
+                    .status()
+                    .await
+                    .expect("run ogr2ogr");
+                assert!(status.success(), "ogr2ogr failed");
+                started.elapsed()
+            }
+        };
+        (wall, proxy.round_trips() - before.get())
+    }
+
+    async fn cell(
+        &mut self,
+        strategy: Strategy,
+        data: &Dataset,
+        rtt_ms: u64,
+        proxy: &Proxy,
+        services: &[Service; 2],
+    ) {
+        // One INSERT at a time costs a round trip per feature: extrapolate it from the
+        // largest smaller size measured at this RTT when the runs would blow the budget.
+        let smaller = self
+            .cells
+            .iter()
+            .filter(|c| {
+                strategy == Strategy::OneAtATime && c.strategy == strategy && c.rtt_ms == rtt_ms
+            })
+            .filter(|c| {
+                !c.extrapolated
+                    && c.n < data.len()
+                    && data.table == "points"
+                    && c.dataset.ends_with("points")
+            })
+            .max_by_key(|c| c.n)
+            .cloned();
+        if let Some(base) =
+            smaller.filter(|b| b.wall.mul_f64(data.len() as f64 / b.n as f64) > RUN_BUDGET)
+        {
+            let scale = data.len() as f64 / base.n as f64;
+            self.cells.push(Cell {
+                dataset: data.name.clone(),
+                n: data.len(),
+                rtt_ms,
+                strategy,
+                wall: base.wall.mul_f64(scale),
+                round_trips: (base.round_trips as f64 * scale).round() as u64,
+                extrapolated: true,
+            });
+            return;
+        }
+        let mut walls = Vec::new();
+        let mut trips = Vec::new();
+        for _ in 0..self.runs {
+            self.truncate(data.table).await;
+            let (wall, round_trips) = self.write_once(strategy, data, proxy, services).await;
+            walls.push(wall);
+            trips.push(round_trips);
+        }
+        trips.sort();
+        let cell = Cell {
+            dataset: data.name.clone(),
+            n: data.len(),
+            rtt_ms,
+            strategy,
+            wall: median(walls),
+            round_trips: trips[trips.len() / 2],
+            extrapolated: false,
+        };
+        eprintln!(
+            "{:>28} | {:>4} ms | {:<32} | {:>9.3} s | {:>6} round trips",
+            cell.dataset,
+            rtt_ms,
+            strategy.label(),
+            cell.wall.as_secs_f64(),
+            cell.round_trips
+        );
+        self.cells.push(cell);
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    // `cargo test --all-targets` runs bench binaries without --bench: nothing to do then.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let quick = std::env::args().any(|a| a == "--quick");
+    let out =
+        PathBuf::from(std::env::var("FEATUREPIPE_BENCH_OUT").unwrap_or_else(|_| "bench".into()));
+    let pg_base =
+        std::env::var("FEATUREPIPE_BENCH_PG").expect("run by scripts/bench.sh (make bench)");
+    let bin = PathBuf::from(
+        std::env::var("FEATUREPIPE_BIN").unwrap_or_else(|_| "target/release/featurepipe".into()),
+    );
+    let pg = pg_base.rsplit('@').next().unwrap().to_owned();
+    let db_url = format!("{pg_base}/bench");
+    let admin = connect(&db_url).await;
+    let ogr2ogr = std::process::Command::new("ogr2ogr")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let sizes: &[usize] = if quick {
+        &[10, 1_000, 10_000]
+    } else {
+        &[10, 100, 1_000, 10_000, 100_000]
+    };
+    let rtts: &[u64] = if quick { &[0, 50] } else { &[0, 10, 50] };
+    let dir = std::env::temp_dir().join(format!("featurepipe-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut datasets: Vec<Dataset> = sizes.iter().map(|&n| points(n, &dir)).collect();
+    if !quick {
+        datasets.push(polygons(&dir));
+    }
+    let mut bench = Bench {
+        pg: pg.clone(),
+        db_url: db_url.clone(),
+        admin,
+        bin,
+        runs: 3,
+        ogr2ogr,
+        cells: Vec::new(),
+    };
+    let started = Instant::now();
+    for &rtt in rtts {
+        let proxy = Proxy::start(pg.parse().unwrap(), Duration::from_millis(rtt) / 2)
+            .await
+            .unwrap();
+        let via = db_url.replace(&pg, &proxy.local_addr().to_string());
+        let services = [
+            Service::start(
+                &bench.bin,
+                &via,
+                &[("FEATUREPIPE_WRITE_STRATEGY", "insert")],
+            )
+            .await,
+            Service::start(&bench.bin, &via, &[("FEATUREPIPE_WRITE_STRATEGY", "copy")]).await,
+        ];
+        for data in &datasets {
+            for strategy in Strategy::ALL {
+                if strategy == Strategy::Ogr2ogr && !bench.ogr2ogr {
+                    continue;
+                }
+                bench.cell(strategy, data, rtt, &proxy, &services).await;
+            }
+        }
+    }
+    let load = if quick {
+        None
+    } else {
+        Some(load_tests(&bench, &dir).await)
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&out).unwrap();
+    let name = if quick { "results-quick" } else { "results" };
+    let markdown = report(&bench, rtts, started.elapsed(), load.as_deref(), name);
+    std::fs::write(out.join(format!("{name}.md")), &markdown).unwrap();
+    std::fs::write(out.join(format!("{name}.svg")), plot(&bench.cells, rtts)).unwrap();
+    println!("{markdown}");
+}
+
+/// Memory for one 64 MiB body, and 32 concurrent small writers.
+async fn load_tests(bench: &Bench, dir: &Path) -> String {
+    let mut md = String::new();
+    // 64 MiB of points: about 400,000 features.
+    let big = points(400_000, dir);
+    bench.truncate("points").await;
+    let service = Service::start(
+        &bench.bin,
+        &bench.db_url,
+        &[("FEATUREPIPE_MAX_BODY", "128MiB")],
+    )
+    .await;
+    let idle = service.peak_rss();
+    let started = Instant::now();
+    let (status, _) = http(
+        service.addr,
+        "POST",
+        "/collections/points/items",
+        &big.geojson,
+    )
+    .await
+    .unwrap();
+    let wall = started.elapsed();
+    assert_eq!(status, 201);
+    let peak = service.peak_rss();
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    writeln!(
+        md,
+        "- **Memory**: one FeatureCollection of {} features, {:.1} MiB, default settings (auto → COPY): \
+         peak RSS {:.1} MiB ({:.2}× the body; {:.1} MiB before the request); written in {:.2} s, {:.0} features/s.",
+        big.len(),
+        mib(big.geojson.len() as u64),
+        mib(peak),
+        peak as f64 / big.geojson.len() as f64,
+        mib(idle),
+        wall.as_secs_f64(),
+        big.len() as f64 / wall.as_secs_f64()
+    )
+    .unwrap();
+    drop(big);
+
+    // 32 clients, each posting 100-point collections, RTT 0.
+    let small = points(100, dir);
+    bench.truncate("points").await;
+    let (clients, per_client) = (32, 20);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (addr, body) = (service.addr, small.geojson.clone());
+            tokio::spawn(async move {
+                let mut failures = 0;
+                for _ in 0..per_client {
+                    match http(addr, "POST", "/collections/points/items", &body).await {
+                        Ok((201, _)) => {}
+                        _ => failures += 1,
+                    }
+                }
+                failures
+            })
+        })
+        .collect();
+    let mut failures = 0;
+    for t in tasks {
+        failures += t.await.unwrap();
+    }
+    let wall = started.elapsed();
+    let total = clients * per_client * small.len();
+    let single = bench
+        .cells
+        .iter()
+        .filter(|c| c.n == 100_000 && c.rtt_ms == 0 && c.strategy == Strategy::HttpCopy)
+        .map(|c| c.n as f64 / c.wall.as_secs_f64())
+        .next()
+        .unwrap_or(f64::NAN);
+    writeln!(
+        md,
+        "- **Concurrency**: {clients} clients × {per_client} requests × 100 points, RTT 0, default settings: \
+         {failures} errors, {total} features in {:.2} s = {:.0} features/s ({:.0}% of the single 100,000-point COPY request's {:.0} features/s).",
+        wall.as_secs_f64(),
+        total as f64 / wall.as_secs_f64(),
+        100.0 * (total as f64 / wall.as_secs_f64()) / single,
+        single
+    )
+    .unwrap();
+    md
+}
+
+fn report(bench: &Bench, rtts: &[u64], took: Duration, load: Option<&str>, name: &str) -> String {
+    let mut md = String::new();
+    writeln!(md, "# featurepipe benchmark\n").unwrap();
+    writeln!(
+        md,
+        "Generated by `make bench{}` ({} s). Each cell: median of {} runs, wall time of the whole write \
+         (for featurepipe: HTTP request in, ids out), database round trips counted by the latency proxy. \
+         ≈ marks a cell extrapolated from the largest smaller measured size (it would take minutes). \
+         \"vs 1\" is the speed-up over one INSERT at a time; \"of 4\" is the share of raw COPY's speed. \
+         ogr2ogr {}.\n",
+        if name.ends_with("quick") { "-quick" } else { "" },
+        took.as_secs(),
+        bench.runs,
+        if bench.ogr2ogr { "included" } else { "not installed: column 5 skipped" }
+    )
+    .unwrap();
+    writeln!(md, "![features per second](./{name}.svg)\n").unwrap();
+    let mut datasets: Vec<&str> = Vec::new();
+    for c in &bench.cells {
+        if !datasets.contains(&c.dataset.as_str()) {
+            datasets.push(&c.dataset);
+        }
+    }
+    for &rtt in rtts {
+        writeln!(md, "## RTT {rtt} ms\n").unwrap();
+        writeln!(
+            md,
+            "| data | strategy | wall | features/s | round trips | vs 1 | of 4 |"
+        )
+        .unwrap();
+        writeln!(md, "|---|---|--:|--:|--:|--:|--:|").unwrap();
+        for dataset in &datasets {
+            let row = |s: Strategy| {
+                bench
+                    .cells
+                    .iter()
+                    .find(|c| c.dataset == *dataset && c.rtt_ms == rtt && c.strategy == s)
+            };
+            let (one, raw) = (row(Strategy::OneAtATime), row(Strategy::RawCopy));
+            for s in Strategy::ALL {
+                let Some(c) = row(s) else { continue };
+                let mark = if c.extrapolated { "≈ " } else { "" };
+                let ratio = |base: Option<&Cell>| {
+                    base.map_or("".into(), |b| {
+                        format!("{:.1}×", b.wall.as_secs_f64() / c.wall.as_secs_f64())
+                    })
+                };
+                let share = raw.map_or("".into(), |r| {
+                    format!(
+                        "{:.0}%",
+                        100.0 * r.wall.as_secs_f64() / c.wall.as_secs_f64()
+                    )
+                });
+                writeln!(
+                    md,
+                    "| {} | {} | {mark}{:.3} s | {mark}{:.0} | {mark}{} | {} | {} |",
+                    dataset,
+                    s.label(),
+                    c.wall.as_secs_f64(),
+                    c.n as f64 / c.wall.as_secs_f64(),
+                    c.round_trips,
+                    ratio(one),
+                    share
+                )
+                .unwrap();
+            }
+        }
+        writeln!(md).unwrap();
+    }
+    if let Some(load) = load {
+        writeln!(md, "## Load\n\n{load}").unwrap();
+    }
+    md
+}
+
+/// Features/s against N (log-log), one panel per RTT, one line per strategy.
+fn plot(cells: &[Cell], rtts: &[u64]) -> String {
+    let (pw, ph, margin) = (360.0, 300.0, 55.0);
+    let width = margin + rtts.len() as f64 * (pw + margin);
+    let height = ph + 2.0 * margin + 60.0;
+    let points: Vec<&Cell> = cells
+        .iter()
+        .filter(|c| c.dataset.ends_with("points"))
+        .collect();
+    let (nmin, nmax) = (
+        10f64.log10(),
+        100_000f64.log10().max(
+            points
+                .iter()
+                .map(|c| (c.n as f64).log10())
+                .fold(0.0, f64::max),
+        ),
+    );
+    let rates: Vec<f64> = points
+        .iter()
+        .map(|c| (c.n as f64 / c.wall.as_secs_f64()).log10())
+        .collect();
+    let (rmin, rmax) = (
+        rates.iter().cloned().fold(f64::MAX, f64::min).floor(),
+        rates.iter().cloned().fold(f64::MIN, f64::max).ceil(),
+    );
+    let mut svg = format!(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-family='sans-serif' font-size='11'>\
+         <rect width='100%' height='100%' fill='white'/>"
+    );
+    for (p, &rtt) in rtts.iter().enumerate() {
+        let x0 = margin + p as f64 * (pw + margin);
+        let y0 = margin;
+        let sx = |n: f64| x0 + (n.log10() - nmin) / (nmax - nmin) * pw;
+        let sy = |r: f64| y0 + ph - (r.log10() - rmin) / (rmax - rmin).max(1.0) * ph;
+        write!(
+            svg,
+            "<rect x='{x0}' y='{y0}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>"
+        )
+        .unwrap();
+        write!(
+            svg,
+            "<text x='{}' y='{}' text-anchor='middle' font-size='13'>RTT {rtt} ms</text>",
+            x0 + pw / 2.0,
+            y0 - 10.0
+        )
+        .unwrap();
+        let mut decade = rmin;
+        while decade <= rmax {
+            let y = sy(10f64.powf(decade));
+            write!(svg, "<line x1='{x0}' x2='{}' y1='{y}' y2='{y}' stroke='#eee'/><text x='{}' y='{}' text-anchor='end'>1e{decade}</text>", x0 + pw, x0 - 4.0, y + 4.0).unwrap();
+            decade += 1.0;
+        }
+        for n in [10.0, 100.0, 1_000.0, 10_000.0, 100_000.0] {
+            write!(
+                svg,
+                "<text x='{}' y='{}' text-anchor='middle'>{n}</text>",
+                sx(n),
+                y0 + ph + 14.0
+            )
+            .unwrap();
+        }
+        write!(
+            svg,
+            "<text x='{}' y='{}' text-anchor='middle'>points per request</text>",
+            x0 + pw / 2.0,
+            y0 + ph + 30.0
+        )
+        .unwrap();
+        for s in Strategy::ALL {
+            let line: Vec<String> = points
+                .iter()
+                .filter(|c| c.rtt_ms == rtt && c.strategy == s)
+                .map(|c| {
+                    format!(
+                        "{:.1},{:.1}",
+                        sx(c.n as f64),
+                        sy(c.n as f64 / c.wall.as_secs_f64())
+                    )
+                })
+                .collect();
+            if !line.is_empty() {
+                write!(
+                    svg,
+                    "<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>",
+                    s.colour(),
+                    line.join(" ")
+                )
+                .unwrap();
+            }
+        }
+    }
+    write!(
+        svg,
+        "<text x='12' y='{}' transform='rotate(-90 12 {})'>features per second</text>",
+        margin + ph / 2.0,
+        margin + ph / 2.0
+    )
+    .unwrap();
+    for (i, s) in Strategy::ALL.iter().enumerate() {
+        let (x, y) = (
+            margin + (i % 3) as f64 * 230.0,
+            height - 40.0 + (i / 3) as f64 * 16.0,
+        );
+        write!(
+            svg,
+            "<rect x='{x}' y='{}' width='14' height='4' fill='{}'/><text x='{}' y='{}'>{}</text>",
+            y - 4.0,
+            s.colour(),
+            x + 18.0,
+            y,
+            s.label()
+        )
+        .unwrap();
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
