@@ -333,7 +333,9 @@ impl Bench {
                 let db = self.db_url.rsplit('/').next().unwrap();
                 // A whole ogr2ogr run, connection and metadata queries included: that is its cost.
                 let started = start();
+                // PG_USE_COPY: ogr2ogr's fast mode (without it, -append inserts row by row).
                 let status = tokio::process::Command::new("ogr2ogr")
+                    .args(["--config", "PG_USE_COPY", "YES"])
                     .args([
                         "-f",
                         "PostgreSQL",
@@ -360,14 +362,13 @@ impl Bench {
         proxy: &Proxy,
         services: &[Service; 2],
     ) {
-        // One INSERT at a time costs a round trip per feature: extrapolate it from the
-        // largest smaller size measured at this RTT when the runs would blow the budget.
+        // Strategies that cost a round trip per feature are extrapolated from the largest
+        // smaller size measured at this RTT when the runs would blow the time budget.
+        let per_feature = matches!(strategy, Strategy::OneAtATime | Strategy::Ogr2ogr);
         let smaller = self
             .cells
             .iter()
-            .filter(|c| {
-                strategy == Strategy::OneAtATime && c.strategy == strategy && c.rtt_ms == rtt_ms
-            })
+            .filter(|c| per_feature && c.strategy == strategy && c.rtt_ms == rtt_ms)
             .filter(|c| {
                 !c.extrapolated
                     && c.n < data.len()
@@ -504,8 +505,8 @@ async fn main() {
 /// Memory for one 64 MiB body, and 32 concurrent small writers.
 async fn load_tests(bench: &Bench, dir: &Path) -> String {
     let mut md = String::new();
-    // 64 MiB of points: about 400,000 features.
-    let big = points(400_000, dir);
+    // 64 MiB of points: about 532,000 features.
+    let big = points(532_000, dir);
     bench.truncate("points").await;
     let service = Service::start(
         &bench.bin,

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::get;
 use axum::Router;
@@ -23,6 +22,8 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     /// How writes are carried out.
     pub write: WriteOptions,
+    /// Largest accepted request body, in bytes.
+    pub max_body: usize,
 }
 
 impl AppState {
@@ -51,6 +52,7 @@ impl AppState {
             db,
             catalog: Arc::new(catalog),
             write: config.write_options(),
+            max_body: config.max_body,
         })
     }
 
@@ -64,7 +66,7 @@ impl AppState {
 }
 
 /// The HTTP API.
-pub fn router(state: AppState, max_body: usize) -> Router {
+pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(api::health::healthz))
         .route("/readyz", get(api::health::readyz))
@@ -76,7 +78,6 @@ pub fn router(state: AppState, max_body: usize) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
 }
 

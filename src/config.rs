@@ -61,7 +61,7 @@ pub struct Config {
     )]
     pub write_strategy: Strategy,
     /// Features per request from which `auto` writes with COPY.
-    #[arg(long, env = "FEATUREPIPE_COPY_THRESHOLD", default_value_t = 1000)]
+    #[arg(long, env = "FEATUREPIPE_COPY_THRESHOLD", default_value_t = 100)]
     pub copy_threshold: usize,
     /// Largest accepted request body (suffixes KiB, MiB, GiB allowed).
     #[arg(long, env = "FEATUREPIPE_MAX_BODY", default_value = "64MiB", value_parser = parse_bytes)]

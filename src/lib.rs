@@ -19,10 +19,9 @@ pub use app::{router, AppState};
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
-    max_body: usize,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state, max_body))
+    axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await
 }

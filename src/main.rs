@@ -57,7 +57,7 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
-    featurepipe::serve(listener, state, config.max_body, shutdown_signal()).await?;
+    featurepipe::serve(listener, state, shutdown_signal()).await?;
     Ok(())
 }
 

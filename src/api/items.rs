@@ -1,11 +1,11 @@
 //! `POST /collections/{collectionId}/items`: create one Feature or a FeatureCollection.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use futures_util::StreamExt;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -17,7 +17,7 @@ pub async fn create(
     State(state): State<AppState>,
     Path(collection_id): Path<String>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
     if !coll.is_writable() {
@@ -29,28 +29,16 @@ pub async fn create(
         .with_header(header::ALLOW, HeaderValue::from_static("")));
     }
     check_geojson_content_type(&headers)?;
-    let body = body.map_err(|e| {
-        ApiError::new(
-            e.status(),
-            "unreadable-body",
-            format!("cannot read the request body: {}", e.body_text()),
-        )
-    })?;
+    let body = read_body(&headers, body, state.max_body).await?;
     // Parsing tens of MiB is CPU work: keep it off the async workers.
     let parse_coll = coll.clone();
     let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll))
         .await
         .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
-    let report = write_features(
-        state.db.clone(),
-        coll,
-        parsed.rows,
-        parsed.single,
-        state.write,
-    )
-    .await?;
+    let single = parsed.single;
+    let report = write_features(state.db.clone(), coll, parsed, state.write).await?;
     let mut response = (StatusCode::CREATED, Json(&report)).into_response();
-    if parsed.single {
+    if single {
         let id = match &report.ids[0] {
             serde_json::Value::String(s) => s.clone(),
             other => other.to_string(),
@@ -64,6 +52,40 @@ pub async fn create(
         }
     }
     Ok(response)
+}
+
+/// Read the whole body into one buffer sized from `Content-Length`, so that
+/// a large body is held once (collecting chunks and joining them would hold it twice).
+async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            format!("the body is larger than the limit of {max} bytes (FEATUREPIPE_MAX_BODY)"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0));
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "unreadable-body",
+                format!("cannot read the request body: {e}"),
+            )
+        })?;
+        if buf.len() + chunk.len() > max {
+            return Err(too_large());
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
 }
 
 /// Writes take `application/geo+json` or `application/json` (parameters allowed).

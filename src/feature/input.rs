@@ -5,54 +5,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-
-/// The members of the body that tell a Feature from a FeatureCollection.
-#[derive(Deserialize)]
-pub struct Envelope<'a> {
-    /// `type`, unparsed.
-    #[serde(rename = "type", default, borrow)]
-    pub kind: Option<&'a RawValue>,
-    /// `features`, read as features when it is an array.
-    #[serde(default, borrow)]
-    pub features: Option<Features<'a>>,
-}
-
-/// The `features` member: an array of (would-be) features, or something else.
-pub enum Features<'a> {
-    /// An array.
-    List(Vec<FeatureIn<'a>>),
-    /// Not an array.
-    NotArray,
-}
-
-/// The members of one Feature; each is present (`Some`, possibly JSON null) or absent.
-#[derive(Default)]
-pub struct FeatureIn<'a> {
-    /// The value was a JSON object.
-    pub is_object: bool,
-    /// `type`, unparsed.
-    pub kind: Option<&'a RawValue>,
-    /// `geometry`: an object or null.
-    pub geometry: Option<&'a RawValue>,
-    /// `properties`: an object or null.
-    pub properties: Option<&'a RawValue>,
-    /// `id`: a string or number.
-    pub id: Option<&'a RawValue>,
-}
-
-/// Whether a raw value is the JSON string `want`.
-pub fn is_string(raw: &RawValue, want: &str) -> bool {
-    let text = raw.get();
-    (text.len() == want.len() + 2 && text[1..text.len() - 1] == *want)
-        || serde_json::from_str::<Cow<'_, str>>(text).is_ok_and(|s| s == want)
-}
-
-/// A member name, borrowed from the body unless it contains escapes.
-#[derive(Deserialize)]
-struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// Implements the `visit_*` methods for non-container JSON values by returning `$other`.
 macro_rules! other_values {
@@ -77,31 +32,154 @@ macro_rules! other_values {
         }
     };
 }
+/// The top level of a body: its own members (all of them when it is a
+/// Feature) and what its `features` member was.
+pub struct Body<'a> {
+    /// The body's members, read as a Feature's.
+    pub members: FeatureIn<'a>,
+    /// The `features` member.
+    pub features: FeatureList,
+}
 
-impl<'de: 'a, 'a> Deserialize<'de> for Features<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = Features<'a>;
+/// What the `features` member of a body was.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FeatureList {
+    /// Not there.
+    Absent,
+    /// An array; its elements went to the callback.
+    Array,
+    /// Something else.
+    NotArray,
+}
+
+/// Reads a body, handing each element of `features` to `on_feature` as soon
+/// as it is read, so that no list of all features is ever held.
+pub struct BodySeed<'f, 'a> {
+    /// Called with (index, feature) for each element of `features`.
+    pub on_feature: &'f mut dyn FnMut(usize, FeatureIn<'a>),
+}
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for BodySeed<'_, 'a> {
+    type Value = Body<'a>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Body<'a>, D::Error> {
+        struct V<'f, 'a>(&'f mut dyn FnMut(usize, FeatureIn<'a>));
+        impl<'de: 'a, 'a> Visitor<'de> for V<'_, 'a> {
+            type Value = Body<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a GeoJSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body<'a>, A::Error> {
+                let mut body = Body {
+                    members: FeatureIn {
+                        is_object: true,
+                        ..FeatureIn::default()
+                    },
+                    features: FeatureList::Absent,
+                };
+                while let Some(Key(name)) = map.next_key::<Key<'a>>()? {
+                    if name == "features" {
+                        body.features = map.next_value_seed(FeaturesSeed(&mut *self.0))?;
+                    } else {
+                        body.members.member(&name, &mut map)?;
+                    }
+                }
+                Ok(body)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Body<'a>, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Body::not_an_object())
+            }
+            other_values!(Body::not_an_object());
+        }
+        d.deserialize_any(V(self.on_feature))
+    }
+}
+
+impl Body<'_> {
+    fn not_an_object() -> Self {
+        Body {
+            members: FeatureIn::default(),
+            features: FeatureList::Absent,
+        }
+    }
+}
+
+/// The `features` member: each element goes to the callback.
+struct FeaturesSeed<'f, 'a>(&'f mut dyn FnMut(usize, FeatureIn<'a>));
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for FeaturesSeed<'_, 'a> {
+    type Value = FeatureList;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<FeatureList, D::Error> {
+        struct V<'f, 'a>(&'f mut dyn FnMut(usize, FeatureIn<'a>));
+        impl<'de: 'a, 'a> Visitor<'de> for V<'_, 'a> {
+            type Value = FeatureList;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an array of features")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut features = Vec::with_capacity(seq.size_hint().unwrap_or(16));
-                while let Some(f) = seq.next_element()? {
-                    features.push(f);
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FeatureList, A::Error> {
+                let mut i = 0;
+                while let Some(feature) = seq.next_element()? {
+                    (self.0)(i, feature);
+                    i += 1;
                 }
-                Ok(Features::List(features))
+                Ok(FeatureList::Array)
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FeatureList, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Features::NotArray)
+                Ok(FeatureList::NotArray)
             }
-            other_values!(Features::NotArray);
+            other_values!(FeatureList::NotArray);
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+        d.deserialize_any(V(self.0))
     }
 }
+
+/// The members of one Feature; each is present (`Some`, possibly JSON null) or absent.
+#[derive(Default)]
+pub struct FeatureIn<'a> {
+    /// The value was a JSON object.
+    pub is_object: bool,
+    /// `type`, unparsed.
+    pub kind: Option<&'a RawValue>,
+    /// `geometry`: an object or null.
+    pub geometry: Option<&'a RawValue>,
+    /// `properties`: an object or null.
+    pub properties: Option<&'a RawValue>,
+    /// `id`: a string or number.
+    pub id: Option<&'a RawValue>,
+}
+
+impl<'a> FeatureIn<'a> {
+    /// Read the value of member `name` if it is one of a Feature's, else skip it.
+    fn member<'de: 'a, A: MapAccess<'de>>(
+        &mut self,
+        name: &str,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        let slot = match name {
+            "type" => &mut self.kind,
+            "geometry" => &mut self.geometry,
+            "properties" => &mut self.properties,
+            "id" => &mut self.id,
+            _ => return map.next_value::<IgnoredAny>().map(drop),
+        };
+        *slot = Some(map.next_value()?);
+        Ok(())
+    }
+}
+
+/// Whether a raw value is the JSON string `want`.
+pub fn is_string(raw: &RawValue, want: &str) -> bool {
+    let text = raw.get();
+    (text.len() == want.len() + 2 && text[1..text.len() - 1] == *want)
+        || serde_json::from_str::<Cow<'_, str>>(text).is_ok_and(|s| s == want)
+}
+
+/// A member name, borrowed from the body unless it contains escapes.
+#[derive(Deserialize)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for FeatureIn<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -117,17 +195,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for FeatureIn<'a> {
                     ..FeatureIn::default()
                 };
                 while let Some(Key(name)) = map.next_key::<Key<'a>>()? {
-                    let slot = match name.as_ref() {
-                        "type" => &mut f.kind,
-                        "geometry" => &mut f.geometry,
-                        "properties" => &mut f.properties,
-                        "id" => &mut f.id,
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                            continue;
-                        }
-                    };
-                    *slot = Some(map.next_value()?);
+                    f.member(&name, &mut map)?;
                 }
                 Ok(f)
             }

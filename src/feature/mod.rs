@@ -13,15 +13,16 @@ use serde_json::value::RawValue;
 use crate::catalog::{Collection, ColumnType};
 use crate::error::{ApiError, FieldError};
 use crate::geometry::{encode_ewkb, MALFORMED};
-use input::{is_string, Envelope, FeatureIn, Features, Properties};
+use input::{is_string, BodySeed, FeatureIn, FeatureList, Properties};
+use serde::de::DeserializeSeed;
 use value::SqlValue;
 
 /// One feature as the columns it writes; left-out columns take their defaults.
 #[derive(Debug, Clone)]
 pub struct FeatureRow {
-    /// Indices into the collection's columns, ascending.
-    pub columns: Vec<usize>,
-    /// One value per entry of `columns`.
+    /// Index into [`ParsedBody::shapes`]: the columns this row writes.
+    pub shape: usize,
+    /// One value per column of its shape.
     pub values: Vec<SqlValue>,
 }
 
@@ -39,6 +40,9 @@ pub struct ParsedBody {
     pub single: bool,
     /// One row per feature, in request order.
     pub rows: Vec<FeatureRow>,
+    /// The distinct column sets the rows write (indices into the collection's
+    /// columns, ascending); usually just one.
+    pub shapes: Vec<Vec<usize>>,
 }
 
 /// Parse a Feature or FeatureCollection and validate every feature against `coll`.
@@ -50,38 +54,53 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
             format!("the body is not valid JSON: {e}"),
         )
     };
-    // Checks the syntax of the whole body, with line and column on error.
-    let envelope: Envelope<'_> = match serde_json::from_slice(body) {
-        Ok(e) => e,
-        Err(e) if e.is_data() => return Err(not_geojson()),
-        Err(e) => return Err(invalid_json(e)),
-    };
+    // UTF-8 is checked once here, so that no later pass checks it again.
+    let body = std::str::from_utf8(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-json",
+            format!("the body is not UTF-8: {e}"),
+        )
+    })?;
     let mut v = Validator {
         coll,
         errors: Vec::new(),
+        shapes: Vec::new(),
     };
-    let kind = envelope.kind;
-    let (single, rows): (bool, Vec<FeatureRow>) = if kind.is_some_and(|k| is_string(k, "Feature")) {
-        let feature: FeatureIn<'_> = serde_json::from_slice(body).map_err(invalid_json)?;
-        (true, v.feature(0, None, feature).into_iter().collect())
+    let mut rows = Vec::new();
+    // One pass checks the syntax of the whole body (line and column on error)
+    // and validates each feature of a collection as soon as it is read.
+    let mut de = serde_json::Deserializer::from_str(body);
+    let top = BodySeed {
+        on_feature: &mut |i, f| rows.extend(v.feature(i, Some(i), f)),
+    }
+    .deserialize(&mut de)
+    .and_then(|top| de.end().map(|()| top))
+    .map_err(invalid_json)?;
+    let kind = top.members.kind;
+    let single = if kind.is_some_and(|k| is_string(k, "Feature")) {
+        // Anything read as `features` of a Feature is not a feature.
+        v.errors.clear();
+        v.shapes.clear();
+        rows = v.feature(0, None, top.members).into_iter().collect();
+        true
     } else if kind.is_some_and(|k| is_string(k, "FeatureCollection")) {
-        let Some(Features::List(features)) = envelope.features else {
+        if top.features != FeatureList::Array {
             return Err(malformed(
                 "a FeatureCollection needs an array member \"features\"",
                 "/features",
             ));
-        };
-        let rows = features
-            .into_iter()
-            .enumerate()
-            .filter_map(|(i, f)| v.feature(i, Some(i), f))
-            .collect();
-        (false, rows)
+        }
+        false
     } else {
         return Err(not_geojson());
     };
     if v.errors.is_empty() {
-        return Ok(ParsedBody { single, rows });
+        return Ok(ParsedBody {
+            single,
+            rows,
+            shapes: v.shapes,
+        });
     }
     let (status, kind) = if v.errors.iter().any(|e| e.code == MALFORMED) {
         (StatusCode::BAD_REQUEST, "invalid-geojson")
@@ -121,6 +140,7 @@ fn malformed(message: &str, pointer: &str) -> ApiError {
 struct Validator<'a> {
     coll: &'a Collection,
     errors: Vec<FieldError>,
+    shapes: Vec<Vec<usize>>,
 }
 
 /// A JSON pointer into the body: `/features/{i}{suffix}`, or `{suffix}` for a single Feature.
@@ -183,8 +203,15 @@ impl Validator<'_> {
             return None;
         }
         cells.sort_unstable_by_key(|(c, _)| *c);
-        let (columns, values) = cells.into_iter().unzip();
-        Some(FeatureRow { columns, values })
+        let (columns, values): (Vec<usize>, Vec<SqlValue>) = cells.into_iter().unzip();
+        let shape = match self.shapes.iter().position(|s| *s == columns) {
+            Some(shape) => shape,
+            None => {
+                self.shapes.push(columns);
+                self.shapes.len() - 1
+            }
+        };
+        Some(FeatureRow { shape, values })
     }
 
     fn geometry(

@@ -164,8 +164,8 @@ impl Copy<'_> {
                 vec![&n, &table, key_column]
             };
             first.push(Box::pin(async move {
-                let rows = self.client.query(keys, &params).await?;
-                Ok(Opened::Keys(rows.iter().map(|r| r.get(0)).collect()))
+                let row = self.client.query_one(keys, &params).await?;
+                Ok(Opened::Keys(row.get(0)))
             }));
         }
         first.push(Box::pin(async {
@@ -263,8 +263,7 @@ impl Copy<'_> {
                 .rows
                 .iter()
                 .map(|row| {
-                    let at = row
-                        .columns
+                    let at = self.plan.shapes[row.shape]
                         .iter()
                         .position(|&c| c == pk)
                         .expect("key given");
@@ -299,11 +298,16 @@ impl Copy<'_> {
     /// (volatile ones are evaluated once per row), or an identity's sequence.
     fn keys_sql(&self, pk: usize) -> Option<String> {
         let key = &self.coll.columns[pk];
-        self.copy.key_from_default.then(|| match &key.default {
-            Some(expr) => format!("SELECT ({expr})::text FROM generate_series(1, $1::int4)"),
-            None => "SELECT nextval(pg_get_serial_sequence($2::text, $3::text))::text \
-                     FROM generate_series(1, $1::int4)"
-                .to_owned(),
+        let draw = match &key.default {
+            Some(expr) => format!("({expr})"),
+            None => "nextval(pg_get_serial_sequence($2::text, $3::text))".to_owned(),
+        };
+        // One row holding an array: far less memory than a row per key.
+        self.copy.key_from_default.then(|| {
+            format!(
+                "SELECT array_agg(k ORDER BY g) FROM \
+                 (SELECT g, {draw}::text AS k FROM generate_series(1, $1::int4) AS g) AS keys"
+            )
         })
     }
 

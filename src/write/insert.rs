@@ -98,8 +98,8 @@ impl Insert<'_> {
         calls.push(Box::pin(async move {
             self.client.batch_execute("BEGIN").await.map(|()| None)
         }));
-        for (row, &shape) in self.rows.iter().zip(&self.plan.shape_of) {
-            let statement = &statements[shape];
+        for row in self.rows {
+            let statement = &statements[row.shape];
             calls.push(Box::pin(async move {
                 let params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
                 self.client

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::catalog::Collection;
 use crate::db::Database;
 use crate::error::ApiError;
-use crate::feature::FeatureRow;
+use crate::feature::ParsedBody;
 use dberror::{api_error, feature_error};
 use guard::TxGuard;
 use insert::Insert;
@@ -55,10 +55,14 @@ pub enum Strategy {
 pub async fn write_features(
     db: Database,
     coll: Arc<Collection>,
-    rows: Vec<FeatureRow>,
-    single: bool,
+    parsed: ParsedBody,
     options: WriteOptions,
 ) -> Result<WriteReport, ApiError> {
+    let ParsedBody {
+        single,
+        rows,
+        shapes,
+    } = parsed;
     if rows.is_empty() {
         return Ok(WriteReport {
             strategy: Strategy::Insert,
@@ -67,7 +71,7 @@ pub async fn write_features(
         });
     }
     tokio::spawn(async move {
-        let plan = plan::plan(&rows, options.limits);
+        let plan = plan::plan(shapes, &rows, options.limits);
         let client = TxGuard::new(db.connection().await?);
         let wants_copy = match options.strategy {
             Strategy::Insert => false,

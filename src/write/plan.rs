@@ -16,29 +16,18 @@ pub struct BatchLimits {
 /// The statements and batches of one write.
 #[derive(Debug, PartialEq)]
 pub struct Plan {
-    /// Distinct column sets, one prepared INSERT each (usually just one).
+    /// Distinct column sets, one prepared INSERT each (usually just one);
+    /// each row names its own by index.
     pub shapes: Vec<Vec<usize>>,
-    /// For each feature, its index into `shapes`.
-    pub shape_of: Vec<usize>,
     /// Consecutive feature ranges, in order.
     pub batches: Vec<Range<usize>>,
 }
 
-/// Group features by the columns they write and cut them into batches.
-pub fn plan(rows: &[FeatureRow], limits: BatchLimits) -> Plan {
-    let mut shapes: Vec<Vec<usize>> = Vec::new();
-    let mut shape_of = Vec::with_capacity(rows.len());
+/// Cut features into batches; `shapes` are the column sets the rows refer to.
+pub fn plan(shapes: Vec<Vec<usize>>, rows: &[FeatureRow], limits: BatchLimits) -> Plan {
     let mut batches = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, row) in rows.iter().enumerate() {
-        let shape = match shapes.iter().position(|s| *s == row.columns) {
-            Some(s) => s,
-            None => {
-                shapes.push(row.columns.clone());
-                shapes.len() - 1
-            }
-        };
-        shape_of.push(shape);
         let size = row.wire_size();
         if i > start && (i - start >= limits.max_features.max(1) || bytes + size > limits.max_bytes)
         {
@@ -51,11 +40,7 @@ pub fn plan(rows: &[FeatureRow], limits: BatchLimits) -> Plan {
     if start < rows.len() {
         batches.push(start..rows.len());
     }
-    Plan {
-        shapes,
-        shape_of,
-        batches,
-    }
+    Plan { shapes, batches }
 }
 
 #[cfg(test)]
@@ -63,67 +48,37 @@ mod tests {
     use super::*;
     use crate::feature::value::SqlValue;
 
-    fn row(columns: &[usize], bytes: usize) -> FeatureRow {
+    fn row(bytes: usize) -> FeatureRow {
         FeatureRow {
-            columns: columns.to_vec(),
-            values: columns
-                .iter()
-                .map(|_| SqlValue::Ewkb(vec![0; bytes / columns.len().max(1)]))
-                .collect(),
+            shape: 0,
+            values: vec![SqlValue::Ewkb(vec![0; bytes])],
+        }
+    }
+
+    fn limits(max_features: usize, max_bytes: usize) -> BatchLimits {
+        BatchLimits {
+            max_features,
+            max_bytes,
         }
     }
 
     #[test]
     fn batches_by_count() {
-        let rows: Vec<_> = (0..1001).map(|_| row(&[0, 1], 10)).collect();
-        let p = plan(
-            &rows,
-            BatchLimits {
-                max_features: 500,
-                max_bytes: usize::MAX,
-            },
-        );
+        let rows: Vec<_> = (0..1001).map(|_| row(10)).collect();
+        let p = plan(vec![vec![0]], &rows, limits(500, usize::MAX));
         assert_eq!(p.batches, vec![0..500, 500..1000, 1000..1001]);
-        assert_eq!(p.shapes, vec![vec![0, 1]]);
     }
 
     #[test]
     fn batches_by_bytes_and_oversized_rows_stand_alone() {
-        let rows = vec![row(&[0], 60), row(&[0], 60), row(&[0], 500), row(&[0], 10)];
-        let p = plan(
-            &rows,
-            BatchLimits {
-                max_features: 100,
-                max_bytes: 100,
-            },
-        );
+        let rows = vec![row(60), row(60), row(500), row(10)];
+        let p = plan(vec![vec![0]], &rows, limits(100, 100));
         assert_eq!(p.batches, vec![0..1, 1..2, 2..3, 3..4]);
     }
 
     #[test]
-    fn shapes_follow_written_columns() {
-        let rows = vec![row(&[0, 2], 8), row(&[0], 8), row(&[0, 2], 8)];
-        let p = plan(
-            &rows,
-            BatchLimits {
-                max_features: 10,
-                max_bytes: 1000,
-            },
-        );
-        assert_eq!(p.shapes, vec![vec![0, 2], vec![0]]);
-        assert_eq!(p.shape_of, vec![0, 1, 0]);
-        assert!(p.batches.iter().map(|b| b.len()).sum::<usize>() == 3);
-    }
-
-    #[test]
     fn empty_request_has_no_batches() {
-        let p = plan(
-            &[],
-            BatchLimits {
-                max_features: 10,
-                max_bytes: 10,
-            },
-        );
+        let p = plan(vec![], &[], limits(10, 10));
         assert!(p.batches.is_empty());
     }
 }

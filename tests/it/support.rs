@@ -116,7 +116,7 @@ impl TestApp {
     /// Start the app on an existing database with `config`.
     pub async fn on(db: TestDb, config: Config) -> TestApp {
         let state = AppState::start(&config).await.expect("app starts");
-        let router = featurepipe::router(state.clone(), config.max_body);
+        let router = featurepipe::router(state.clone());
         TestApp { db, state, router }
     }
 
