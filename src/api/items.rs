@@ -38,11 +38,7 @@ pub async fn create(
     let single = parsed.single;
     let report = write_features(state.db.clone(), coll, parsed, state.write).await?;
     let mut response = (StatusCode::CREATED, Json(&report)).into_response();
-    if single {
-        let id = match &report.ids[0] {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
+    if let Some(id) = report.ids.text(0).filter(|_| single) {
         let location = format!(
             "/collections/{collection_id}/items/{}",
             encode_path_segment(&id)

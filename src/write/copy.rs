@@ -15,7 +15,7 @@ use super::dberror::request_error;
 use super::guard::TxGuard;
 use super::pipeline::{Call, Calls};
 use super::plan::Plan;
-use super::report::{key_value, Failure, Tally, WriteReport};
+use super::report::{Failure, Ids, Tally, WriteReport};
 use super::{commit_failed, write_failed};
 use crate::catalog::{quote_ident, Collection, ColumnType, ScalarType};
 use crate::error::ApiError;
@@ -120,7 +120,7 @@ pub struct Copy<'a> {
 /// An answer of the first flight.
 enum Opened {
     Done,
-    Keys(Vec<String>),
+    Keys(Ids),
     Sink(tokio_postgres::CopyInSink<bytes::Bytes>),
 }
 
@@ -163,9 +163,14 @@ impl Copy<'_> {
             } else {
                 vec![&n, &table, key_column]
             };
+            let integer = self.coll.integer_key();
             first.push(Box::pin(async move {
                 let row = self.client.query_one(keys, &params).await?;
-                Ok(Opened::Keys(row.get(0)))
+                Ok(Opened::Keys(if integer {
+                    Ids::Int(row.get(0))
+                } else {
+                    Ids::Text(row.get(0))
+                }))
             }));
         }
         first.push(Box::pin(async {
@@ -198,15 +203,16 @@ impl Copy<'_> {
         ));
 
         // Flight 2: the rows, the end of the COPY, COMMIT.
-        let key_params: Option<Vec<SqlValue>> = match (&keys, &self.coll.columns[pk].ty) {
-            (Some(k), ColumnType::Scalar(t)) => Some(k.iter().map(|s| key_param(s, *t)).collect()),
-            _ => None,
+        let key_type = match self.coll.columns[pk].ty {
+            ColumnType::Scalar(t) => t,
+            _ => unreachable!("copy_plan checked the key type"),
         };
         let mut written = Ok(());
         for (i, row) in self.rows.iter().enumerate() {
+            let key = keys.as_ref().map(|k| key_param(k, i, key_type));
             let mut params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
-            if let Some(kp) = &key_params {
-                params.push(&kp[i]);
+            if let Some(key) = &key {
+                params.push(key);
             }
             if let Err(e) = writer.as_mut().write(&params).await {
                 written = Err(e);
@@ -253,23 +259,19 @@ impl Copy<'_> {
         if let Err(error) = ended {
             return Err(commit_failed(self.coll, &error, tally.reports(false)));
         }
-        let integer = self.coll.integer_key();
         tally.ids = match keys {
-            Some(keys) => keys
-                .into_iter()
-                .map(|k| key_value(Some(k), integer))
-                .collect(),
-            None => self
-                .rows
-                .iter()
-                .map(|row| {
-                    let at = self.plan.shapes[row.shape]
-                        .iter()
-                        .position(|&c| c == pk)
-                        .expect("key given");
-                    key_value(key_text(&row.values[at]), integer)
-                })
-                .collect(),
+            Some(keys) => keys,
+            None => {
+                let at = self.plan.shapes[0]
+                    .iter()
+                    .position(|&c| c == pk)
+                    .expect("copy_plan: the features give the key");
+                let mut ids = Ids::new(self.coll.integer_key(), self.rows.len());
+                for row in self.rows {
+                    ids.push_text(key_text(&row.values[at]));
+                }
+                ids
+            }
         };
         Ok(WriteReport {
             strategy: super::Strategy::Copy,
@@ -298,6 +300,11 @@ impl Copy<'_> {
     /// (volatile ones are evaluated once per row), or an identity's sequence.
     fn keys_sql(&self, pk: usize) -> Option<String> {
         let key = &self.coll.columns[pk];
+        let cast = if self.coll.integer_key() {
+            "int8"
+        } else {
+            "text"
+        };
         let draw = match &key.default {
             Some(expr) => format!("({expr})"),
             None => "nextval(pg_get_serial_sequence($2::text, $3::text))".to_owned(),
@@ -306,7 +313,7 @@ impl Copy<'_> {
         self.copy.key_from_default.then(|| {
             format!(
                 "SELECT array_agg(k ORDER BY g) FROM \
-                 (SELECT g, {draw}::text AS k FROM generate_series(1, $1::int4) AS g) AS keys"
+                 (SELECT g, {draw}::{cast} AS k FROM generate_series(1, $1::int4) AS g) AS keys"
             )
         })
     }
@@ -318,27 +325,28 @@ impl Copy<'_> {
     }
 }
 
-/// A key drawn as text, as the parameter of the key column's type.
-fn key_param(text: &str, ty: ScalarType) -> SqlValue {
-    let parsed = match ty {
-        ScalarType::Int2 => text.parse().ok().map(SqlValue::Int2),
-        ScalarType::Int4 => text.parse().ok().map(SqlValue::Int4),
-        ScalarType::Int8 => text.parse().ok().map(SqlValue::Int8),
-        ScalarType::Uuid => text.parse().ok().map(SqlValue::Uuid),
-        _ => None,
-    };
-    parsed.unwrap_or_else(|| SqlValue::Text(text.to_owned()))
+/// Key `i` of those drawn, as a parameter of the key column's type.
+fn key_param(keys: &Ids, i: usize, ty: ScalarType) -> SqlValue {
+    match (keys, ty) {
+        (Ids::Int(k), ScalarType::Int2) => SqlValue::Int2(k[i] as i16),
+        (Ids::Int(k), ScalarType::Int4) => SqlValue::Int4(k[i] as i32),
+        (Ids::Int(k), _) => SqlValue::Int8(k[i]),
+        (Ids::Text(k), ScalarType::Uuid) => k[i]
+            .parse()
+            .map_or_else(|_| SqlValue::Text(k[i].clone()), SqlValue::Uuid),
+        (Ids::Text(k), _) => SqlValue::Text(k[i].clone()),
+    }
 }
 
 /// A key given by a feature, as the text the database would return.
-fn key_text(value: &SqlValue) -> Option<String> {
+fn key_text(value: &SqlValue) -> String {
     match value {
-        SqlValue::Int2(v) => Some(v.to_string()),
-        SqlValue::Int4(v) => Some(v.to_string()),
-        SqlValue::Int8(v) => Some(v.to_string()),
-        SqlValue::Text(v) => Some(v.clone()),
-        SqlValue::Uuid(v) => Some(v.to_string()),
-        _ => None,
+        SqlValue::Int2(v) => v.to_string(),
+        SqlValue::Int4(v) => v.to_string(),
+        SqlValue::Int8(v) => v.to_string(),
+        SqlValue::Uuid(v) => v.to_string(),
+        SqlValue::Text(v) => v.clone(),
+        _ => unreachable!("copy_plan allows integer, text and uuid keys only"),
     }
 }
 

@@ -66,7 +66,7 @@ pub async fn write_features(
     if rows.is_empty() {
         return Ok(WriteReport {
             strategy: Strategy::Insert,
-            ids: Vec::new(),
+            ids: report::Ids::Text(Vec::new()),
             batches: Vec::new(),
         });
     }

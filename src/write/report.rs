@@ -4,7 +4,6 @@ use std::ops::Range;
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::Value;
 use tokio_postgres::error::SqlState;
 
 /// What happened to one batch.
@@ -49,13 +48,59 @@ pub struct BatchReport {
     pub not_written: Option<FeatureRun>,
 }
 
+/// The new keys in feature order: JSON numbers for integer keys, strings otherwise.
+/// Kept unboxed (8 bytes per integer key) since a request may hold a million.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ids {
+    /// Integer keys.
+    Int(Vec<i64>),
+    /// Keys of any other type, as PostgreSQL prints them.
+    Text(Vec<String>),
+}
+
+impl Ids {
+    /// No keys yet, with room for `capacity`.
+    pub fn new(integer: bool, capacity: usize) -> Self {
+        if integer {
+            Ids::Int(Vec::with_capacity(capacity))
+        } else {
+            Ids::Text(Vec::with_capacity(capacity))
+        }
+    }
+
+    /// Append a key given as text (integer text for integer keys).
+    pub fn push_text(&mut self, key: String) {
+        match self {
+            Ids::Int(v) => v.push(key.parse().expect("integer keys print as integers")),
+            Ids::Text(v) => v.push(key),
+        }
+    }
+
+    /// The key of feature `i`, as text (for URLs).
+    pub fn text(&self, i: usize) -> Option<String> {
+        match self {
+            Ids::Int(v) => v.get(i).map(i64::to_string),
+            Ids::Text(v) => v.get(i).cloned(),
+        }
+    }
+}
+
+impl Serialize for Ids {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Ids::Int(v) => v.serialize(s),
+            Ids::Text(v) => v.serialize(s),
+        }
+    }
+}
+
 /// The response body of a successful write.
 #[derive(Debug, Clone, Serialize)]
 pub struct WriteReport {
     /// How the features were written.
     pub strategy: super::Strategy,
-    /// The new keys, one per feature, in feature order (numbers for integer keys).
-    pub ids: Vec<Value>,
+    /// The new keys, one per feature, in feature order.
+    pub ids: Ids,
     /// Every batch, committed.
     pub batches: Vec<BatchReport>,
 }
@@ -71,9 +116,8 @@ pub struct Failure {
 /// Answers of a write as they arrive: ids, batch timings, the first real failure.
 pub struct Tally<'a> {
     batches: &'a [Range<usize>],
-    integer_key: bool,
     /// Keys so far, in feature order.
-    pub ids: Vec<Value>,
+    pub ids: Ids,
     /// Milliseconds per batch answered so far.
     pub db_ms: Vec<f64>,
     /// The first statement that really failed.
@@ -86,8 +130,7 @@ impl<'a> Tally<'a> {
     pub fn new(batches: &'a [Range<usize>], integer_key: bool, expected: usize) -> Self {
         Tally {
             batches,
-            integer_key,
-            ids: Vec::with_capacity(expected),
+            ids: Ids::new(integer_key, expected),
             db_ms: Vec::with_capacity(batches.len()),
             failure: None,
             mark: Instant::now(),
@@ -105,7 +148,8 @@ impl<'a> Tally<'a> {
         answer: Result<Option<String>, tokio_postgres::Error>,
     ) {
         match answer {
-            Ok(key) => self.ids.push(key_value(key, self.integer_key)),
+            // A primary key is never NULL.
+            Ok(key) => self.ids.push_text(key.unwrap_or_default()),
             Err(error) => {
                 let aborted = |e: &tokio_postgres::Error| {
                     e.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION)
@@ -189,16 +233,4 @@ impl<'a> Tally<'a> {
 /// Milliseconds since `started`, to the microsecond.
 fn millis(started: Instant) -> f64 {
     (started.elapsed().as_secs_f64() * 1e6).round() / 1000.0
-}
-
-/// Keys come back as text; integer keys are reported as JSON numbers.
-pub fn key_value(key: Option<String>, integer: bool) -> Value {
-    match key {
-        None => Value::Null,
-        Some(k) if integer => k
-            .parse::<i64>()
-            .map(Value::from)
-            .unwrap_or(Value::String(k)),
-        Some(k) => Value::String(k),
-    }
 }
