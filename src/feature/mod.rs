@@ -67,9 +67,10 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
         errors: Vec::new(),
         shapes: Vec::new(),
     };
-    // Room for the smallest plausible features: untouched capacity costs no
-    // memory, while growing by doubling would briefly hold the rows twice.
-    let mut rows = Vec::with_capacity(body.len() / 64);
+    // Room for as many rows as the body has features: growing by doubling
+    // would briefly hold the rows twice, at the peak of a large request.
+    let expected = memchr::memmem::find_iter(body.as_bytes(), b"\"Feature\"").count();
+    let mut rows = Vec::with_capacity(expected);
     // One pass checks the syntax of the whole body (line and column on error)
     // and validates each feature of a collection as soon as it is read.
     let mut de = serde_json::Deserializer::from_str(body);
