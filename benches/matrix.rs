@@ -362,9 +362,9 @@ impl Bench {
         proxy: &Proxy,
         services: &[Service; 2],
     ) {
-        // Strategies that cost a round trip per feature are extrapolated from the largest
-        // smaller size measured at this RTT when the runs would blow the time budget.
-        let per_feature = matches!(strategy, Strategy::OneAtATime | Strategy::Ogr2ogr);
+        // One INSERT at a time costs a round trip per feature: it is extrapolated from the
+        // largest smaller size measured at this RTT when the runs would blow the time budget.
+        let per_feature = strategy == Strategy::OneAtATime;
         let smaller = self
             .cells
             .iter()

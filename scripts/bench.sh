@@ -7,15 +7,8 @@ cd "$(dirname "$0")/.."
 . scripts/pg.sh
 
 ensure_postgis
-dir=$(mktemp -d /tmp/featurepipe-bench.XXXXXX)
-chmod 755 "$dir"
-port=$(free_port)
-cleanup() {
-    stop_cluster "$dir/data"
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-start_cluster "$dir/data" "$port"
+throwaway_cluster
+port=$cluster_port
 pg_psql "$port" -d postgres -c "CREATE DATABASE bench"
 pg_psql "$port" -d bench <<'SQL'
 CREATE EXTENSION postgis;

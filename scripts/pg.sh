@@ -79,3 +79,14 @@ pg_psql() {
     shift
     "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"
 }
+
+# throwaway_cluster [fast|durable]: a cluster in a new temp dir on a free port,
+# stopped and removed when the calling script exits, whatever happens.
+# Sets $cluster_dir and $cluster_port.
+throwaway_cluster() {
+    cluster_dir=$(mktemp -d /tmp/featurepipe-cluster.XXXXXX)
+    chmod 755 "$cluster_dir"
+    cluster_port=$(free_port)
+    trap 'stop_cluster "$cluster_dir/data"; rm -rf "$cluster_dir"' EXIT
+    start_cluster "$cluster_dir/data" "$cluster_port" "${1:-durable}"
+}

@@ -6,18 +6,11 @@ cd "$(dirname "$0")/.."
 . scripts/pg.sh
 
 ensure_postgis
-dir=$(mktemp -d /tmp/featurepipe-test.XXXXXX)
-chmod 755 "$dir"
-port=$(free_port)
-cleanup() {
-    stop_cluster "$dir/data"
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-start_cluster "$dir/data" "$port" fast
+throwaway_cluster fast
+port=$cluster_port
 # Each test creates its own database from this template, so tests run in parallel.
 pg_psql "$port" -d postgres -c "CREATE DATABASE featurepipe_template"
 pg_psql "$port" -d featurepipe_template -c "CREATE EXTENSION postgis"
 export FEATUREPIPE_TEST_PG="postgres://postgres@127.0.0.1:$port"
-echo "test cluster: $FEATUREPIPE_TEST_PG (data in $dir)"
+echo "test cluster: $FEATUREPIPE_TEST_PG (data in $cluster_dir)"
 cargo test --all-targets "$@"

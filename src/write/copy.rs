@@ -12,15 +12,13 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Error, Statement};
 
 use super::dberror::request_error;
-use super::guard::TxGuard;
 use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
-use super::{commit_failed, write_failed};
+use super::{commit_failed, write_failed, Job};
 use crate::catalog::{quote_ident, Collection, ColumnType, ScalarType};
 use crate::error::ApiError;
 use crate::feature::value::SqlValue;
-use crate::feature::FeatureRow;
 
 /// What a COPY of one request writes.
 #[derive(Debug, PartialEq)]
@@ -103,18 +101,10 @@ fn copy_type(ty: &ColumnType) -> Type {
 
 /// One request's COPY on one connection.
 pub struct Copy<'a> {
-    /// The connection.
-    pub client: &'a TxGuard,
-    /// The target.
-    pub coll: &'a Collection,
-    /// Validated rows, all with the same columns.
-    pub rows: &'a [FeatureRow],
-    /// Batches, for the report.
-    pub plan: &'a Plan,
+    /// The connection, rows and batches.
+    pub job: Job<'a>,
     /// What to copy.
     pub copy: CopyPlan,
-    /// Pointers name `/features/k` unless the body was one Feature.
-    pub single: bool,
 }
 
 /// An answer of the first flight.
@@ -127,17 +117,21 @@ enum Opened {
 impl Copy<'_> {
     /// Write all rows in one transaction; ids in feature order, or a failure report.
     pub async fn run(self) -> Result<WriteReport, ApiError> {
-        let pk = self.coll.primary_key.expect("copy_plan checked the key");
+        let pk = self
+            .job
+            .coll
+            .primary_key
+            .expect("copy_plan checked the key");
         // Both statements are prepared (and cached) up front so that each is
         // later sent as a single message, in the order polled.
         let keys_sql = self.keys_sql(pk);
         let mut prepares: Vec<Call<'_, Result<Statement, Error>>> = vec![Box::pin(async {
-            self.client.prepare_cached(&self.copy_sql()).await
+            self.job.client.prepare_cached(&self.copy_sql()).await
         })];
         if let Some(sql) = &keys_sql {
-            prepares.push(Box::pin(
-                async move { self.client.prepare_cached(sql).await },
-            ));
+            prepares.push(Box::pin(async move {
+                self.job.client.prepare_cached(sql).await
+            }));
         }
         let mut prepares = Calls::new(prepares);
         prepares.send_all().await;
@@ -145,27 +139,35 @@ impl Copy<'_> {
         while let Some(prepared) = prepares.next().await {
             statements.push(prepared.map_err(|e| request_error("preparing the COPY", &e))?);
         }
-        let mut tally = Tally::new(&self.plan.batches, self.coll.integer_key(), self.rows.len());
-        self.client.set_open(true);
+        let mut tally = Tally::new(
+            &self.job.plan.batches,
+            self.job.coll.integer_key(),
+            self.job.rows.len(),
+        );
+        self.job.client.set_open(true);
 
         // Flight 1: BEGIN, the defaults query, the start of the COPY.
-        let n = self.rows.len() as i32;
-        let (table, key_column) = (self.coll.qualified_name(), &self.coll.columns[pk].name);
+        let n = self.job.rows.len() as i32;
+        let (table, key_column) = (
+            self.job.coll.qualified_name(),
+            &self.job.coll.columns[pk].name,
+        );
         let mut first: Vec<Call<'_, Result<Opened, Error>>> = vec![Box::pin(async {
-            self.client
+            self.job
+                .client
                 .batch_execute("BEGIN")
                 .await
                 .map(|()| Opened::Done)
         })];
         if let Some(keys) = statements.get(1) {
-            let params: Vec<&(dyn ToSql + Sync)> = if self.coll.columns[pk].default.is_some() {
+            let params: Vec<&(dyn ToSql + Sync)> = if self.job.coll.columns[pk].default.is_some() {
                 vec![&n]
             } else {
                 vec![&n, &table, key_column]
             };
-            let integer = self.coll.integer_key();
+            let integer = self.job.coll.integer_key();
             first.push(Box::pin(async move {
-                let row = self.client.query_one(keys, &params).await?;
+                let row = self.job.client.query_one(keys, &params).await?;
                 Ok(Opened::Keys(if integer {
                     Ids::Int(row.get(0))
                 } else {
@@ -174,7 +176,11 @@ impl Copy<'_> {
             }));
         }
         first.push(Box::pin(async {
-            self.client.copy_in(&statements[0]).await.map(Opened::Sink)
+            self.job
+                .client
+                .copy_in(&statements[0])
+                .await
+                .map(Opened::Sink)
         }));
         let mut calls = Calls::new(first);
         calls.send_all().await;
@@ -195,7 +201,7 @@ impl Copy<'_> {
             .copy
             .columns
             .iter()
-            .map(|&c| copy_type(&self.coll.columns[c].ty))
+            .map(|&c| copy_type(&self.job.coll.columns[c].ty))
             .collect();
         let mut writer = Box::pin(BinaryCopyInWriter::new(
             sink.expect("the COPY started"),
@@ -203,12 +209,12 @@ impl Copy<'_> {
         ));
 
         // Flight 2: the rows, the end of the COPY, COMMIT.
-        let key_type = match self.coll.columns[pk].ty {
+        let key_type = match self.job.coll.columns[pk].ty {
             ColumnType::Scalar(t) => t,
             _ => unreachable!("copy_plan checked the key type"),
         };
         let mut written = Ok(());
-        for (i, row) in self.rows.iter().enumerate() {
+        for (i, row) in self.job.rows.iter().enumerate() {
             let key = keys.as_ref().map(|k| key_param(k, i, key_type));
             let mut params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
             if let Some(key) = &key {
@@ -219,8 +225,8 @@ impl Copy<'_> {
                 break;
             }
             // A batch's time is how long the server took to accept its rows.
-            let batch_ends = self.plan.batches[tally.db_ms.len()].end == i + 1;
-            if batch_ends && i + 1 < self.rows.len() {
+            let batch_ends = self.job.plan.batches[tally.db_ms.len()].end == i + 1;
+            if batch_ends && i + 1 < self.job.rows.len() {
                 tally.mark_batch();
             }
         }
@@ -228,7 +234,7 @@ impl Copy<'_> {
             Ok(()) => {
                 let ends: Vec<Call<'_, Result<u64, Error>>> = vec![
                     Box::pin(async { writer.as_mut().finish().await }),
-                    Box::pin(async { self.client.batch_execute("COMMIT").await.map(|()| 0) }),
+                    Box::pin(async { self.job.client.batch_execute("COMMIT").await.map(|()| 0) }),
                 ];
                 let mut ends = Calls::new(ends);
                 ends.send_all().await;
@@ -246,28 +252,28 @@ impl Copy<'_> {
             .as_ref()
             .map_or_else(|e| e.as_db_error().is_some(), |_| true)
         {
-            self.client.set_open(false);
+            self.job.client.set_open(false);
         }
         tally.mark_batch();
         if let Err(error) = copied {
             let feature = failed_row(&error)
-                .filter(|&k| k < self.rows.len())
+                .filter(|&k| k < self.job.rows.len())
                 .unwrap_or(0);
             tally.failure = Some(Failure { feature, error });
-            return Err(write_failed(self.coll, self.single, &tally));
+            return Err(write_failed(self.job.coll, self.job.single, &tally));
         }
         if let Err(error) = ended {
-            return Err(commit_failed(self.coll, &error, tally.reports(false)));
+            return Err(commit_failed(self.job.coll, &error, tally.reports(false)));
         }
         tally.ids = match keys {
             Some(keys) => keys,
             None => {
-                let at = self.plan.shapes[0]
+                let at = self.job.plan.shapes[0]
                     .iter()
                     .position(|&c| c == pk)
                     .expect("copy_plan: the features give the key");
-                let mut ids = Ids::new(self.coll.integer_key(), self.rows.len());
-                for row in self.rows {
+                let mut ids = Ids::new(self.job.coll.integer_key(), self.job.rows.len());
+                for row in self.job.rows {
                     ids.push_text(key_text(&row.values[at]));
                 }
                 ids
@@ -286,11 +292,11 @@ impl Copy<'_> {
             .copy
             .columns
             .iter()
-            .map(|&c| quote_ident(&self.coll.columns[c].name))
+            .map(|&c| quote_ident(&self.job.coll.columns[c].name))
             .collect();
         format!(
             "COPY {} ({}) FROM STDIN (FORMAT binary)",
-            self.coll.qualified_name(),
+            self.job.coll.qualified_name(),
             names.join(", ")
         )
     }
@@ -299,8 +305,8 @@ impl Copy<'_> {
     /// not give keys: the key column's default expression from the catalog
     /// (volatile ones are evaluated once per row), or an identity's sequence.
     fn keys_sql(&self, pk: usize) -> Option<String> {
-        let key = &self.coll.columns[pk];
-        let cast = if self.coll.integer_key() {
+        let key = &self.job.coll.columns[pk];
+        let cast = if self.job.coll.integer_key() {
             "int8"
         } else {
             "text"
@@ -319,8 +325,8 @@ impl Copy<'_> {
     }
 
     async fn rollback(&self) {
-        if self.client.batch_execute("ROLLBACK").await.is_ok() {
-            self.client.set_open(false);
+        if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
+            self.job.client.set_open(false);
         }
     }
 }

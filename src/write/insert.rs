@@ -6,30 +6,18 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Statement};
 
 use super::dberror::request_error;
-use super::guard::TxGuard;
 use super::pipeline::{Call, Calls};
-use super::plan::Plan;
 use super::report::{Tally, WriteReport};
-use super::{sql, write_failed};
-use crate::catalog::Collection;
+use super::{sql, write_failed, Job};
 use crate::error::ApiError;
-use crate::feature::FeatureRow;
 
 /// Prepared statements kept per connection; further ones live for one request.
 const STATEMENT_CACHE_LIMIT: usize = 64;
 
 /// One request's INSERTs on one connection.
 pub struct Insert<'a> {
-    /// The connection.
-    pub client: &'a TxGuard,
-    /// The target.
-    pub coll: &'a Collection,
-    /// Validated rows.
-    pub rows: &'a [FeatureRow],
-    /// Statements and batches.
-    pub plan: &'a Plan,
-    /// Pointers name `/features/k` unless the body was one Feature.
-    pub single: bool,
+    /// The connection, rows and batches.
+    pub job: Job<'a>,
     /// Send everything at once; when false, one statement at a time.
     pub pipeline: bool,
 }
@@ -41,15 +29,19 @@ impl Insert<'_> {
     pub async fn run(self) -> Result<WriteReport, ApiError> {
         let statements = self.prepare().await?;
         let mut calls = Calls::new(self.calls(&statements));
-        let mut tally = Tally::new(&self.plan.batches, self.coll.integer_key(), self.rows.len());
-        self.client.set_open(true);
+        let mut tally = Tally::new(
+            &self.job.plan.batches,
+            self.job.coll.integer_key(),
+            self.job.rows.len(),
+        );
+        self.job.client.set_open(true);
         if self.pipeline {
             calls.send_all().await;
         }
         if let Some(Err(e)) = calls.next().await {
             return Err(request_error("starting the transaction", &e));
         }
-        for feature in 0..self.rows.len() {
+        for feature in 0..self.job.rows.len() {
             let answer = calls.next().await.expect("one answer per feature");
             tally.record(feature, answer);
             if !self.pipeline && tally.failure.is_some() {
@@ -59,10 +51,10 @@ impl Insert<'_> {
         if tally.failure.is_some() && !self.pipeline {
             // COMMIT was never sent.
             drop(calls);
-            if self.client.batch_execute("ROLLBACK").await.is_ok() {
-                self.client.set_open(false);
+            if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
+                self.job.client.set_open(false);
             }
-            return Err(write_failed(self.coll, self.single, &tally));
+            return Err(write_failed(self.job.coll, self.job.single, &tally));
         }
         // COMMIT answered: the transaction is over (after a failure it was a ROLLBACK).
         let commit = calls.next().await.expect("COMMIT was queued");
@@ -70,16 +62,18 @@ impl Insert<'_> {
             .as_ref()
             .map_or_else(|e| e.as_db_error().is_some(), |_| true)
         {
-            self.client.set_open(false);
+            self.job.client.set_open(false);
         }
         tally.add_to_last();
         match commit {
-            _ if tally.failure.is_some() => Err(write_failed(self.coll, self.single, &tally)),
+            _ if tally.failure.is_some() => {
+                Err(write_failed(self.job.coll, self.job.single, &tally))
+            }
             Err(error) => {
                 // A deferred constraint fails at COMMIT, with no statement to blame.
                 tally.failure = None;
                 Err(super::commit_failed(
-                    self.coll,
+                    self.job.coll,
                     &error,
                     tally.reports(false),
                 ))
@@ -94,22 +88,23 @@ impl Insert<'_> {
 
     /// BEGIN, one INSERT per feature, COMMIT: not sent until polled.
     fn calls<'s>(&'s self, statements: &'s [Statement]) -> Vec<Call<'s, Answer>> {
-        let mut calls: Vec<Call<'s, Answer>> = Vec::with_capacity(self.rows.len() + 2);
+        let mut calls: Vec<Call<'s, Answer>> = Vec::with_capacity(self.job.rows.len() + 2);
         calls.push(Box::pin(async move {
-            self.client.batch_execute("BEGIN").await.map(|()| None)
+            self.job.client.batch_execute("BEGIN").await.map(|()| None)
         }));
-        for row in self.rows {
+        for row in self.job.rows {
             let statement = &statements[row.shape];
             calls.push(Box::pin(async move {
                 let params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
-                self.client
+                self.job
+                    .client
                     .query_one(statement, &params)
                     .await
                     .map(|r| r.get(0))
             }));
         }
         calls.push(Box::pin(async move {
-            self.client.batch_execute("COMMIT").await.map(|()| None)
+            self.job.client.batch_execute("COMMIT").await.map(|()| None)
         }));
         calls
     }
@@ -121,23 +116,24 @@ impl Insert<'_> {
     /// otherwise grow the cache (here and in the server) without bound.
     async fn prepare(&self) -> Result<Vec<Statement>, ApiError> {
         let prepares: Vec<Call<'_, Result<Statement, Error>>> = self
+            .job
             .plan
             .shapes
             .iter()
             .map(|shape| {
                 Box::pin(async move {
-                    let sql = sql::insert(self.coll, shape);
-                    if self.client.statement_cache.size() < STATEMENT_CACHE_LIMIT {
-                        self.client.prepare_cached(&sql).await
+                    let sql = sql::insert(self.job.coll, shape);
+                    if self.job.client.statement_cache.size() < STATEMENT_CACHE_LIMIT {
+                        self.job.client.prepare_cached(&sql).await
                     } else {
-                        self.client.prepare(&sql).await
+                        self.job.client.prepare(&sql).await
                     }
                 }) as Call<'_, _>
             })
             .collect();
         let mut calls = Calls::new(prepares);
         calls.send_all().await;
-        let mut statements = Vec::with_capacity(self.plan.shapes.len());
+        let mut statements = Vec::with_capacity(self.job.plan.shapes.len());
         while let Some(prepared) = calls.next().await {
             statements.push(prepared.map_err(|e| request_error("preparing the insert", &e))?);
         }

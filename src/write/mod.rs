@@ -14,12 +14,27 @@ use std::sync::Arc;
 use crate::catalog::Collection;
 use crate::db::Database;
 use crate::error::ApiError;
-use crate::feature::ParsedBody;
+use crate::feature::{FeatureRow, ParsedBody};
 use dberror::{api_error, feature_error};
 use guard::TxGuard;
 use insert::Insert;
 pub use plan::BatchLimits;
+use plan::Plan;
 use report::{BatchReport, Tally, WriteReport};
+
+/// One request's write on one connection: what every strategy needs.
+pub struct Job<'a> {
+    /// The connection.
+    pub client: &'a TxGuard,
+    /// The target.
+    pub coll: &'a Collection,
+    /// Validated rows.
+    pub rows: &'a [FeatureRow],
+    /// Statements and batches.
+    pub plan: &'a Plan,
+    /// Pointers name `/features/k` unless the body was one Feature.
+    pub single: bool,
+}
 
 /// How writes are carried out.
 #[derive(Debug, Clone, Copy)]
@@ -79,26 +94,18 @@ pub async fn write_features(
             Strategy::Auto => rows.len() >= options.copy_threshold,
         };
         // COPY has no per-statement pipelining to switch off: keep it to pipelined mode.
+        let job = Job {
+            client: &client,
+            coll: &coll,
+            rows: &rows,
+            plan: &plan,
+            single,
+        };
         match copy::copy_plan(&coll, &plan).filter(|_| wants_copy && options.pipeline) {
-            Some(copy) => {
-                copy::Copy {
-                    client: &client,
-                    coll: &coll,
-                    rows: &rows,
-                    plan: &plan,
-                    copy,
-                    single,
-                }
-                .run()
-                .await
-            }
+            Some(copy) => copy::Copy { job, copy }.run().await,
             None => {
                 Insert {
-                    client: &client,
-                    coll: &coll,
-                    rows: &rows,
-                    plan: &plan,
-                    single,
+                    job,
                     pipeline: options.pipeline,
                 }
                 .run()

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{collection, point, TestApp, TestDb};
-use featurepipe::proxy::Proxy;
+use crate::support::{collection, point, via_proxy, TestApp, TestDb};
 use featurepipe::write::Strategy;
 
 async fn copy_app(setup: &str) -> TestApp {
@@ -54,13 +53,7 @@ async fn serial_identity_and_uuid_keys_map_back_to_their_features() {
                 .await;
             assert_eq!(seq, i as i64, "{table}: id {id} belongs to feature {i}");
         }
-        let batches: Vec<_> = r.body["batches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["status"].clone())
-            .collect();
-        assert_eq!(batches, vec![json!("committed"); 4]);
+        assert_eq!(r.batch_statuses(), ["committed"; 4]);
     }
     assert_eq!(app.db.int("SELECT min(id)::int8 FROM s").await, 501);
     assert_eq!(
@@ -142,20 +135,9 @@ async fn a_copy_error_on_row_k_is_reported_as_feature_k() {
     assert_eq!(r.status, 409, "{r:?}");
     assert_eq!(r.body["errors"][0]["feature"], 700);
     assert_eq!(r.body["errors"][0]["constraint"], "s_seq_key");
-    let statuses: Vec<_> = r.body["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["status"].clone())
-        .collect();
     assert_eq!(
-        statuses,
-        [
-            json!("rolled_back"),
-            json!("rolled_back"),
-            json!("rolled_back"),
-            json!("not_attempted")
-        ]
+        r.batch_statuses(),
+        ["rolled_back", "rolled_back", "rolled_back", "not_attempted"]
     );
     assert_eq!(r.body["batches"][2]["failed_feature"], 700);
 
@@ -203,21 +185,7 @@ async fn auto_switches_at_the_threshold_and_copy_costs_two_round_trips() {
     let db =
         TestDb::new("CREATE TABLE s (id serial PRIMARY KEY, seq int, geom geometry(Point, 4326))")
             .await;
-    let pg: std::net::SocketAddr = db
-        .url
-        .split('@')
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let proxy = Proxy::start(pg, Duration::from_millis(2)).await.unwrap();
-    let mut config = featurepipe::config::Config::for_database(
-        &db.url
-            .replace(&pg.to_string(), &proxy.local_addr().to_string()),
-    );
+    let (proxy, mut config) = via_proxy(&db, Duration::from_millis(2)).await;
     config.pool_size = 1;
     config.copy_threshold = 100;
     let app = TestApp::on(db, config).await;

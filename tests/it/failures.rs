@@ -55,12 +55,8 @@ async fn failure_at_feature_700_of_1000_leaves_the_table_unchanged() {
         "features after 700 are not errors"
     );
     let batches = r.body["batches"].as_array().unwrap();
-    let statuses: Vec<_> = batches
-        .iter()
-        .map(|b| b["status"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        statuses,
+        r.batch_statuses(),
         ["rolled_back", "rolled_back", "rolled_back", "not_attempted"]
     );
     assert_eq!(batches[2]["failed_feature"], 700);

@@ -1,32 +1,10 @@
 //! Through the project's proxy: round trips counted (not timed), and outages.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{collection, point, TestApp, TestDb};
-use featurepipe::config::Config;
-use featurepipe::proxy::Proxy;
-
-/// Start a proxy in front of `db` and return it with a configuration that goes through it.
-async fn via_proxy(db: &TestDb, one_way: Duration) -> (Proxy, Config) {
-    let pg: SocketAddr = db
-        .url
-        .split('@')
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let proxy = Proxy::start(pg, one_way).await.unwrap();
-    let url = db
-        .url
-        .replace(&pg.to_string(), &proxy.local_addr().to_string());
-    (proxy, Config::for_database(&url))
-}
+use crate::support::{collection, point, via_proxy, TestApp, TestDb};
 
 #[tokio::test]
 async fn a_whole_request_costs_one_round_trip() {
@@ -128,19 +106,9 @@ async fn pipelining_off_writes_one_statement_at_a_time() {
         "BEGIN, 3 INSERTs, ROLLBACK"
     );
     assert_eq!(r.body["errors"][0]["feature"], 2);
-    let statuses: Vec<_> = r.body["batches"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["status"].clone())
-        .collect();
     assert_eq!(
-        statuses,
-        [
-            json!("rolled_back"),
-            json!("not_attempted"),
-            json!("not_attempted")
-        ]
+        r.batch_statuses(),
+        ["rolled_back", "not_attempted", "not_attempted"]
     );
     assert_eq!(
         r.body["batches"][0]["not_written"],

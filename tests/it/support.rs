@@ -1,12 +1,15 @@
 //! Test support: a fresh database per test on the throwaway cluster that
 //! `make test` starts, and an app wired to it.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, Request, StatusCode};
 use axum::Router;
 use featurepipe::config::Config;
+use featurepipe::proxy::Proxy;
 use featurepipe::AppState;
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -84,6 +87,20 @@ pub struct TestResponse {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Value,
+}
+
+impl TestResponse {
+    /// The `status` of every batch in the report.
+    pub fn batch_statuses(&self) -> Vec<&str> {
+        self.body["batches"]
+            .as_array()
+            .map(|b| {
+                b.iter()
+                    .map(|b| b["status"].as_str().unwrap_or(""))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 impl std::fmt::Debug for TestResponse {
@@ -192,4 +209,23 @@ pub fn point(x: f64, y: f64, properties: Value) -> Value {
 /// A FeatureCollection of these features.
 pub fn collection(features: Vec<Value>) -> Value {
     serde_json::json!({"type": "FeatureCollection", "features": features})
+}
+
+/// Start a proxy in front of `db` and return it with a configuration that goes through it.
+pub async fn via_proxy(db: &TestDb, one_way: Duration) -> (Proxy, Config) {
+    let pg: SocketAddr = db
+        .url
+        .split('@')
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = Proxy::start(pg, one_way).await.unwrap();
+    let url = db
+        .url
+        .replace(&pg.to_string(), &proxy.local_addr().to_string());
+    (proxy, Config::for_database(&url))
 }
