@@ -124,8 +124,14 @@ impl ApiError {
     }
 
     /// Attach feature-level problems; only the first [`MAX_LISTED_ERRORS`] are kept.
-    pub fn with_errors(mut self, mut errors: Vec<FieldError>) -> Self {
-        self.0.total_errors = Some(errors.len());
+    pub fn with_errors(self, errors: Vec<FieldError>) -> Self {
+        let total = errors.len();
+        self.with_some_errors(errors, total)
+    }
+
+    /// Attach the first of `total` feature-level problems (at most [`MAX_LISTED_ERRORS`] are kept).
+    pub fn with_some_errors(mut self, mut errors: Vec<FieldError>, total: usize) -> Self {
+        self.0.total_errors = Some(total);
         errors.truncate(MAX_LISTED_ERRORS);
         self.0.errors = errors;
         self

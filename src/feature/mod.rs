@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use serde_json::value::RawValue;
 
 use crate::catalog::{Collection, ColumnType};
-use crate::error::{ApiError, FieldError};
+use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
 use crate::geometry::{encode_ewkb, MALFORMED};
 use input::{is_string, BodySeed, FeatureIn, FeatureList, Properties};
 use serde::de::DeserializeSeed;
@@ -62,11 +62,7 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
             format!("the body is not UTF-8: {e}"),
         )
     })?;
-    let mut v = Validator {
-        coll,
-        errors: Vec::new(),
-        shapes: Vec::new(),
-    };
+    let mut v = Validator::new(coll);
     // Room for as many rows as the body has features: growing by doubling
     // would briefly hold the rows twice, at the peak of a large request.
     let expected = memchr::memmem::find_iter(body.as_bytes(), b"\"Feature\"").count();
@@ -83,8 +79,7 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
     let kind = top.members.kind;
     let single = if kind.is_some_and(|k| is_string(k, "Feature")) {
         // Anything read as `features` of a Feature is not a feature.
-        v.errors.clear();
-        v.shapes.clear();
+        v = Validator::new(coll);
         rows = v.feature(0, None, top.members).into_iter().collect();
         true
     } else if kind.is_some_and(|k| is_string(k, "FeatureCollection")) {
@@ -98,33 +93,27 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
     } else {
         return Err(not_geojson());
     };
-    if v.errors.is_empty() {
+    if v.total == 0 {
         return Ok(ParsedBody {
             single,
             rows,
             shapes: v.shapes,
         });
     }
-    let (status, kind) = if v.errors.iter().any(|e| e.code == MALFORMED) {
+    let (status, kind) = if v.malformed {
         (StatusCode::BAD_REQUEST, "invalid-geojson")
     } else {
         (StatusCode::UNPROCESSABLE_ENTITY, "validation-failed")
-    };
-    let features_affected = {
-        let mut f: Vec<Option<usize>> = v.errors.iter().map(|e| e.feature).collect();
-        f.dedup();
-        f.len()
     };
     Err(ApiError::new(
         status,
         kind,
         format!(
             "{} problem(s) in {} feature(s); nothing was written",
-            v.errors.len(),
-            features_affected
+            v.total, v.features_at_fault
         ),
     )
-    .with_errors(v.errors))
+    .with_some_errors(v.errors, v.total))
 }
 
 fn not_geojson() -> ApiError {
@@ -142,7 +131,14 @@ fn malformed(message: &str, pointer: &str) -> ApiError {
 
 struct Validator<'a> {
     coll: &'a Collection,
+    /// The first problems, as many as a response lists.
     errors: Vec<FieldError>,
+    /// All problems: a body of a million bad features must not hold a million errors.
+    total: usize,
+    features_at_fault: usize,
+    last_at_fault: Option<usize>,
+    /// Some problem is malformed GeoJSON (400) rather than invalid data (422).
+    malformed: bool,
     shapes: Vec<Vec<usize>>,
 }
 
@@ -154,8 +150,29 @@ fn at(index: Option<usize>, suffix: &str) -> String {
     }
 }
 
-impl Validator<'_> {
+impl<'a> Validator<'a> {
+    fn new(coll: &'a Collection) -> Self {
+        Validator {
+            coll,
+            errors: Vec::new(),
+            total: 0,
+            features_at_fault: 0,
+            last_at_fault: None,
+            malformed: false,
+            shapes: Vec::new(),
+        }
+    }
+
     fn error(&mut self, feature: usize, pointer: String, code: &str, message: impl Into<String>) {
+        self.total += 1;
+        self.malformed |= code == MALFORMED;
+        if self.last_at_fault != Some(feature) {
+            self.last_at_fault = Some(feature);
+            self.features_at_fault += 1;
+        }
+        if self.errors.len() >= MAX_LISTED_ERRORS {
+            return;
+        }
         self.errors
             .push(FieldError::new(feature, pointer, code, message));
     }
@@ -171,7 +188,7 @@ impl Validator<'_> {
             );
             return None;
         };
-        let errors_before = self.errors.len();
+        let errors_before = self.total;
         let mut check_required = true;
         let mut cells: Vec<(usize, SqlValue)> = Vec::with_capacity(self.coll.columns.len());
         self.geometry(i, index, f.geometry, &mut cells);
@@ -202,7 +219,7 @@ impl Validator<'_> {
         if check_required {
             self.required(i, index, &cells);
         }
-        if self.errors.len() > errors_before {
+        if self.total > errors_before {
             return None;
         }
         cells.sort_unstable_by_key(|(c, _)| *c);
