@@ -204,7 +204,8 @@ impl Conversation {
         }
         let mut messages = Vec::new();
         self.frontend.feed(data, &mut messages);
-        let answered = !self.pending.iter().any(|p| p.asks) && !self.copying;
+        // A request still being sent (no Sync yet) is not answered either.
+        let answered = !self.segment_asks && !self.pending.iter().any(|p| p.asks) && !self.copying;
         let waited = answered || self.prompted;
         let asks = messages.iter().any(Message::asks);
         if waited && asks {

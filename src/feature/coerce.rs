@@ -38,14 +38,20 @@ fn type_error(expected: &str, got: &Value) -> CoerceError {
     err("invalid_type", format!("expected {expected}, got {got}"))
 }
 
-/// Parse a value of the body: its syntax was checked, but numbers beyond f64 only fail now.
+/// Parse a value of the body. Its syntax was checked when the body was read,
+/// but numbers beyond f64 and lone UTF-16 surrogates (`"\ud800"`) fail only now.
 fn parse(raw: &RawValue) -> Result<Value, CoerceError> {
-    serde_json::from_str(raw.get()).map_err(|_| {
-        err(
-            "out_of_range",
-            format!("{} is out of range for any number type", raw.get()),
-        )
-    })
+    serde_json::from_str(raw.get()).map_err(unreadable)
+}
+
+fn unreadable(e: serde_json::Error) -> CoerceError {
+    let message = e.to_string();
+    let message = message.split(" at line ").next().unwrap_or(&message);
+    if message.contains("out of range") {
+        err("out_of_range", format!("{message}: beyond any number type"))
+    } else {
+        err("invalid_text", format!("not representable text: {message}"))
+    }
 }
 
 /// Coerce a non-null scalar, given as its JSON text.
@@ -57,7 +63,7 @@ pub fn scalar(raw: &RawValue, ty: ScalarType) -> Result<SqlValue, CoerceError> {
             Ok(SqlValue::Text(text.to_owned()))
         }
         ScalarType::Text { max_chars } if text.starts_with('"') => {
-            let s: String = serde_json::from_str(text).expect("checked as part of the body");
+            let s: String = serde_json::from_str(text).map_err(unreadable)?;
             checked_text(s, max_chars).map(SqlValue::Text)
         }
         _ => scalar_value(&parse(raw)?, ty),
@@ -152,15 +158,19 @@ pub fn array(raw: &RawValue, elem: ScalarType) -> Result<SqlValue, CoerceError> 
         .map(SqlValue::Array)
 }
 
+/// 2^53: integers below it in magnitude are exact in an f64.
+const F64_EXACT: f64 = 9_007_199_254_740_992.0;
+
 fn integer(value: &Value, min: i64, max: i64, name: &str) -> Result<i64, CoerceError> {
     let n = value
         .as_number()
         .ok_or_else(|| type_error(&format!("an integer ({name})"), value))?;
     let v = match n.as_i64() {
         Some(v) => v,
-        // 3.0 and 1e3 are integral; 2.5 is not.
+        // 3.0 and 1e3 are integral; 2.5 is not. Only values an f64 holds
+        // exactly (|v| < 2^53) are taken, so no digit is silently changed.
         None => match n.as_f64() {
-            Some(f) if f.fract() == 0.0 && f >= i64::MIN as f64 && f < i64::MAX as f64 => f as i64,
+            Some(f) if f.fract() == 0.0 && f.abs() < F64_EXACT => f as i64,
             Some(f) if f.fract() == 0.0 => {
                 return Err(err(
                     "out_of_range",
@@ -294,6 +304,37 @@ mod tests {
         assert_eq!(
             scalar(&raw("1e30"), ScalarType::Int8).unwrap_err().code,
             "out_of_range"
+        );
+    }
+
+    #[test]
+    fn no_integer_is_silently_changed() {
+        assert_eq!(
+            scalar(&raw("-9223372036854775809"), ScalarType::Int8)
+                .unwrap_err()
+                .code,
+            "out_of_range"
+        );
+        assert_eq!(
+            scalar(&raw("9007199254740993.0"), ScalarType::Int8)
+                .unwrap_err()
+                .code,
+            "out_of_range"
+        );
+        assert_eq!(
+            scalar(&raw("1e3"), ScalarType::Int4),
+            Ok(SqlValue::Int4(1000))
+        );
+    }
+
+    #[test]
+    fn lone_surrogates_are_invalid_text() {
+        let lone = raw(r#""\ud800""#);
+        let ty = ScalarType::Text { max_chars: None };
+        assert_eq!(scalar(&lone, ty).unwrap_err().code, "invalid_text");
+        assert_eq!(
+            scalar(&lone, ScalarType::Uuid).unwrap_err().code,
+            "invalid_text"
         );
     }
 

@@ -15,7 +15,7 @@ use super::dberror::request_error;
 use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
-use super::{commit_failed, write_failed, Job};
+use super::{refused, write_failed, Job};
 use crate::catalog::{quote_ident, Collection, ColumnType, ScalarType};
 use crate::error::ApiError;
 use crate::feature::value::SqlValue;
@@ -54,7 +54,10 @@ pub fn copy_plan(coll: &Collection, plan: &Plan) -> Option<CopyPlan> {
     );
     let copyable = |c: &usize| match &coll.columns[*c].ty {
         ColumnType::Geometry(g) => g.transform_to().is_none(),
-        ColumnType::Scalar(t) | ColumnType::Array(t) => *t != ScalarType::Numeric,
+        ColumnType::Scalar(t) => *t != ScalarType::Numeric,
+        // A binary array names its element type: text[] cannot fill varchar[] or char(n)[],
+        // which the catalog does not tell apart from text[].
+        ColumnType::Array(t) => !matches!(t, ScalarType::Numeric | ScalarType::Text { .. }),
         ColumnType::Unsupported => false,
     };
     if coll.before_insert_trigger || !key_type_ok || !shape.iter().all(copyable) {
@@ -191,8 +194,9 @@ impl Copy<'_> {
                 Ok(Opened::Keys(k)) => keys = Some(k),
                 Ok(Opened::Sink(s)) => sink = Some(s),
                 Err(e) => {
-                    drop(calls);
-                    self.rollback().await;
+                    // A COPY refused before copy mode leaves tokio-postgres one
+                    // ReadyForQuery out of step (its CopyFail adds a Sync): the
+                    // connection cannot be trusted, so the guard closes it.
                     return Err(request_error("starting the COPY", &e));
                 }
             }
@@ -256,14 +260,19 @@ impl Copy<'_> {
         }
         tally.mark_batch();
         if let Err(error) = copied {
-            let feature = failed_row(&error)
-                .filter(|&k| k < self.job.rows.len())
-                .unwrap_or(0);
-            tally.failure = Some(Failure { feature, error });
+            // Some checks (foreign keys) run after PostgreSQL has dropped the
+            // "line N" context: then no feature can be named.
+            let Some(feature) = failed_row(&error).filter(|&k| k < self.job.rows.len()) else {
+                return Err(refused(self.job.coll, &error, tally.reports(false)));
+            };
+            tally.failure = Some(Failure {
+                feature,
+                error: Some(error),
+            });
             return Err(write_failed(self.job.coll, self.job.single, &tally));
         }
         if let Err(error) = ended {
-            return Err(commit_failed(self.job.coll, &error, tally.reports(false)));
+            return Err(refused(self.job.coll, &error, tally.reports(false)));
         }
         tally.ids = match keys {
             Some(keys) => keys,
@@ -334,8 +343,14 @@ impl Copy<'_> {
 /// Key `i` of those drawn, as a parameter of the key column's type.
 fn key_param(keys: &Ids, i: usize, ty: ScalarType) -> SqlValue {
     match (keys, ty) {
-        (Ids::Int(k), ScalarType::Int2) => SqlValue::Int2(k[i] as i16),
-        (Ids::Int(k), ScalarType::Int4) => SqlValue::Int4(k[i] as i32),
+        // A key too large for its column is sent as int8, which COPY then
+        // refuses as malformed, rather than silently truncated.
+        (Ids::Int(k), ScalarType::Int2) => {
+            i16::try_from(k[i]).map_or(SqlValue::Int8(k[i]), SqlValue::Int2)
+        }
+        (Ids::Int(k), ScalarType::Int4) => {
+            i32::try_from(k[i]).map_or(SqlValue::Int8(k[i]), SqlValue::Int4)
+        }
         (Ids::Int(k), _) => SqlValue::Int8(k[i]),
         (Ids::Text(k), ScalarType::Uuid) => k[i]
             .parse()

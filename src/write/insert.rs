@@ -28,7 +28,10 @@ impl Insert<'_> {
     /// Write all rows in one transaction; ids in feature order, or a failure report.
     pub async fn run(self) -> Result<WriteReport, ApiError> {
         let statements = self.prepare().await?;
-        let mut calls = Calls::new(self.calls(&statements));
+        // A BEFORE INSERT trigger may skip a row (RETURN NULL) without an error:
+        // then COMMIT must wait until every answer has been seen.
+        let commit_queued = self.pipeline && !self.job.coll.before_insert_trigger;
+        let mut calls = Calls::new(self.calls(&statements, commit_queued));
         let mut tally = Tally::new(
             &self.job.plan.batches,
             self.job.coll.integer_key(),
@@ -48,16 +51,20 @@ impl Insert<'_> {
                 break;
             }
         }
-        if tally.failure.is_some() && !self.pipeline {
-            // COMMIT was never sent.
+        let commit = if commit_queued {
+            // After a failure the queued COMMIT comes back as a ROLLBACK.
+            calls.next().await.expect("COMMIT was queued")
+        } else {
             drop(calls);
-            if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
-                self.job.client.set_open(false);
+            if tally.failure.is_some() {
+                if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
+                    self.job.client.set_open(false);
+                }
+                return Err(write_failed(self.job.coll, self.job.single, &tally));
             }
-            return Err(write_failed(self.job.coll, self.job.single, &tally));
-        }
-        // COMMIT answered: the transaction is over (after a failure it was a ROLLBACK).
-        let commit = calls.next().await.expect("COMMIT was queued");
+            self.job.client.batch_execute("COMMIT").await.map(|()| None)
+        };
+        // Answered by the server: the transaction is over either way.
         if commit
             .as_ref()
             .map_or_else(|e| e.as_db_error().is_some(), |_| true)
@@ -71,12 +78,7 @@ impl Insert<'_> {
             }
             Err(error) => {
                 // A deferred constraint fails at COMMIT, with no statement to blame.
-                tally.failure = None;
-                Err(super::commit_failed(
-                    self.job.coll,
-                    &error,
-                    tally.reports(false),
-                ))
+                Err(super::refused(self.job.coll, &error, tally.reports(false)))
             }
             Ok(_) => Ok(WriteReport {
                 strategy: super::Strategy::Insert,
@@ -86,8 +88,9 @@ impl Insert<'_> {
         }
     }
 
-    /// BEGIN, one INSERT per feature, COMMIT: not sent until polled.
-    fn calls<'s>(&'s self, statements: &'s [Statement]) -> Vec<Call<'s, Answer>> {
+    /// BEGIN, one INSERT per feature, and COMMIT if `commit`: not sent until polled.
+    /// An INSERT answers its key, or `None` when no row was inserted.
+    fn calls<'s>(&'s self, statements: &'s [Statement], commit: bool) -> Vec<Call<'s, Answer>> {
         let mut calls: Vec<Call<'s, Answer>> = Vec::with_capacity(self.job.rows.len() + 2);
         calls.push(Box::pin(async move {
             self.job.client.batch_execute("BEGIN").await.map(|()| None)
@@ -98,14 +101,16 @@ impl Insert<'_> {
                 let params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
                 self.job
                     .client
-                    .query_one(statement, &params)
+                    .query_opt(statement, &params)
                     .await
-                    .map(|r| r.get(0))
+                    .map(|r| r.map(|r| r.get(0)))
             }));
         }
-        calls.push(Box::pin(async move {
-            self.job.client.batch_execute("COMMIT").await.map(|()| None)
-        }));
+        if commit {
+            calls.push(Box::pin(async move {
+                self.job.client.batch_execute("COMMIT").await.map(|()| None)
+            }));
+        }
         calls
     }
 

@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use crate::catalog::Collection;
 use crate::db::Database;
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::feature::{FeatureRow, ParsedBody};
+use axum::http::StatusCode;
 use dberror::{api_error, feature_error};
 use guard::TxGuard;
 use insert::Insert;
@@ -125,7 +126,18 @@ fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> ApiError 
     } else {
         format!("/features/{}", failure.feature)
     };
-    let (status, field) = feature_error(coll, Some(failure.feature), &at, &failure.error);
+    let (status, field) = match &failure.error {
+        Some(error) => feature_error(coll, Some(failure.feature), &at, error),
+        None => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            FieldError::new(
+                failure.feature,
+                at,
+                "skipped_by_trigger",
+                "a BEFORE INSERT trigger returned NULL: this feature would not be written",
+            ),
+        ),
+    };
     let detail = format!(
         "feature {} was rejected by the database: {}; nothing was written",
         failure.feature, field.message
@@ -135,17 +147,21 @@ fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> ApiError 
         .with_batches(tally.reports(false))
 }
 
-/// The error for a write refused at COMMIT (deferred constraints).
-fn commit_failed(
+/// The error for a write the database refused without naming a feature
+/// (deferred constraints at COMMIT, foreign keys checked after a COPY).
+fn refused(
     coll: &Collection,
     error: &tokio_postgres::Error,
     batches: Vec<BatchReport>,
 ) -> ApiError {
     let (status, field) = feature_error(coll, None, "", error);
-    api_error(
-        status,
-        "the database refused to commit; nothing was written".into(),
-    )
-    .with_errors(vec![field])
-    .with_batches(batches)
+    let detail = if error.as_db_error().is_some() {
+        "the database refused the write; nothing was written"
+    } else {
+        // The COMMIT may or may not have reached the database.
+        "the connection was lost at the end of the write: whether it was committed is unknown"
+    };
+    api_error(status, detail.into())
+        .with_errors(vec![field])
+        .with_batches(batches)
 }

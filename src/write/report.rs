@@ -109,8 +109,9 @@ pub struct WriteReport {
 pub struct Failure {
     /// Index of the feature whose statement failed.
     pub feature: usize,
-    /// The database's error.
-    pub error: tokio_postgres::Error,
+    /// The database's error; `None` when no row was inserted and no error
+    /// raised (a BEFORE INSERT trigger returned NULL).
+    pub error: Option<tokio_postgres::Error>,
 }
 
 /// Answers of a write as they arrive: ids, batch timings, the first real failure.
@@ -147,20 +148,26 @@ impl<'a> Tally<'a> {
         feature: usize,
         answer: Result<Option<String>, tokio_postgres::Error>,
     ) {
-        match answer {
-            // A primary key is never NULL.
-            Ok(key) => self.ids.push_text(key.unwrap_or_default()),
-            Err(error) => {
-                let aborted = |e: &tokio_postgres::Error| {
-                    e.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION)
-                };
-                if self
-                    .failure
-                    .as_ref()
-                    .is_none_or(|f| aborted(&f.error) && !aborted(&error))
-                {
-                    self.failure = Some(Failure { feature, error });
-                }
+        let aborted = |e: &Option<tokio_postgres::Error>| {
+            e.as_ref().and_then(tokio_postgres::Error::code)
+                == Some(&SqlState::IN_FAILED_SQL_TRANSACTION)
+        };
+        let error = match answer {
+            Ok(Some(key)) => {
+                self.ids.push_text(key);
+                None
+            }
+            // No row and no error: a BEFORE INSERT trigger skipped it.
+            Ok(None) => Some(None),
+            Err(e) => Some(Some(e)),
+        };
+        if let Some(error) = error {
+            if self
+                .failure
+                .as_ref()
+                .is_none_or(|f| aborted(&f.error) && !aborted(&error))
+            {
+                self.failure = Some(Failure { feature, error });
             }
         }
         // A batch's time is taken at its last answer, if the server executed it.

@@ -139,3 +139,32 @@ async fn deferred_constraint_failing_at_commit_is_not_a_success() {
     assert_eq!(r.body["batches"][0]["status"], "rolled_back");
     assert_eq!(app.db.int("SELECT count(*) FROM t").await, 0);
 }
+
+#[tokio::test]
+async fn a_row_skipped_by_a_trigger_fails_the_request() {
+    let app = TestApp::new(
+        "CREATE TABLE t (id serial PRIMARY KEY, name text, geom geometry);
+         CREATE FUNCTION skip() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.name = 'skip' THEN RETURN NULL; END IF; RETURN NEW; END $$;
+         CREATE TRIGGER skip BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION skip();",
+    )
+    .await;
+    let names = ["a", "skip", "c"];
+    let body = collection(
+        names
+            .iter()
+            .map(|n| point(0.0, 0.0, json!({ "name": n })))
+            .collect(),
+    );
+    let r = app.post("t", &body).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["feature"], 1);
+    assert_eq!(r.body["errors"][0]["code"], "skipped_by_trigger");
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM t").await,
+        0,
+        "nothing written"
+    );
+    let ok = collection(vec![point(0.0, 0.0, json!({"name": "a"}))]);
+    assert_eq!(app.post("t", &ok).await.status, 201);
+}

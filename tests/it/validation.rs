@@ -171,6 +171,19 @@ async fn geometry_errors_point_into_the_coordinates() {
 }
 
 #[tokio::test]
+async fn unrepresentable_text_is_a_422() {
+    let app = TestApp::new(TABLE).await;
+    let body = r#"{"type":"Feature","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]},
+        "properties":{"name":"\ud800"}}"#;
+    let r = app
+        .post_raw("/collections/v/items", Some("application/geo+json"), body)
+        .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(first_error(&r), ("/properties/name", "invalid_text"));
+    assert_nothing_written(&app).await;
+}
+
+#[tokio::test]
 async fn malformed_documents_are_400() {
     let app = TestApp::new(TABLE).await;
     let r = app
