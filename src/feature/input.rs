@@ -145,8 +145,8 @@ pub struct FeatureIn<'a> {
     pub kind: Option<&'a RawValue>,
     /// `geometry`: an object or null.
     pub geometry: Option<&'a RawValue>,
-    /// `properties`: an object or null.
-    pub properties: Option<&'a RawValue>,
+    /// `properties`: read in the same pass as the feature.
+    pub properties: Option<Properties<'a>>,
     /// `id`: a string or number.
     pub id: Option<&'a RawValue>,
 }
@@ -161,7 +161,10 @@ impl<'a> FeatureIn<'a> {
         let slot = match name {
             "type" => &mut self.kind,
             "geometry" => &mut self.geometry,
-            "properties" => &mut self.properties,
+            "properties" => {
+                self.properties = Some(map.next_value()?);
+                return Ok(());
+            }
             "id" => &mut self.id,
             _ => return map.next_value::<IgnoredAny>().map(drop),
         };
@@ -209,25 +212,54 @@ impl<'de: 'a, 'a> Deserialize<'de> for FeatureIn<'a> {
     }
 }
 
-/// A Feature's properties in body order, values unparsed.
-pub struct Properties<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
+/// A Feature's `properties` member.
+pub enum Properties<'a> {
+    /// JSON null.
+    Null,
+    /// An object: its members in body order, values unparsed.
+    Members(Vec<(Cow<'a, str>, &'a RawValue)>),
+    /// Anything else.
+    NotAnObject,
+}
 
-impl<'de> Deserialize<'de> for Properties<'de> {
+impl<'de: 'a, 'a> Deserialize<'de> for Properties<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Members;
-        impl<'de> Visitor<'de> for Members {
-            type Value = Properties<'de>;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Properties<'a>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
+                f.write_str("an object or null")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut members = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some((Key(name), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                while let Some((Key(name), value)) = map.next_entry::<Key<'a>, &'a RawValue>()? {
                     members.push((name, value));
                 }
-                Ok(Properties(members))
+                Ok(Properties::Members(members))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Properties::NotAnObject)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Properties::Null)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Properties::NotAnObject)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Properties::NotAnObject)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Properties::NotAnObject)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Properties::NotAnObject)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Properties::NotAnObject)
             }
         }
-        d.deserialize_map(Members)
+        d.deserialize_any(V(std::marker::PhantomData))
     }
 }

@@ -192,17 +192,10 @@ impl<'a> Validator<'a> {
         let mut check_required = true;
         let mut cells: Vec<(usize, SqlValue)> = Vec::with_capacity(self.coll.columns.len());
         self.geometry(i, index, f.geometry, &mut cells);
-        let props = match f.properties {
-            Some(p) if p.get() == "null" => Ok(None),
-            Some(p) => serde_json::from_str::<Properties<'_>>(p.get())
-                .map(Some)
-                .map_err(|_| ()),
-            None => Err(()),
-        };
-        match props {
-            Ok(Some(props)) => self.properties(i, index, props, &mut cells),
-            Ok(None) => {}
-            Err(()) => {
+        match f.properties {
+            Some(Properties::Members(members)) => self.properties(i, index, members, &mut cells),
+            Some(Properties::Null) => {}
+            Some(Properties::NotAnObject) | None => {
                 // Unreadable properties: which columns were meant cannot be known.
                 check_required = false;
                 self.error(
@@ -279,7 +272,7 @@ impl<'a> Validator<'a> {
         &mut self,
         i: usize,
         index: Option<usize>,
-        props: Properties<'_>,
+        props: Vec<(std::borrow::Cow<'_, str>, &RawValue)>,
         cells: &mut Vec<(usize, SqlValue)>,
     ) {
         let pointer = |name: &str, element: Option<usize>| {
@@ -289,8 +282,8 @@ impl<'a> Validator<'a> {
                 &format!("/properties/{}{element}", escape_pointer(name)),
             )
         };
-        let mut seen = Vec::with_capacity(props.0.len());
-        for (name, raw) in props.0 {
+        let mut seen = Vec::with_capacity(props.len());
+        for (name, raw) in props {
             let Some(ci) = self.coll.column_index(&name) else {
                 self.error(
                     i,
