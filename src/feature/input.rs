@@ -9,6 +9,8 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::geometry::GeometryIn;
+
 /// Implements the `visit_*` methods for non-container JSON values by returning `$other`.
 macro_rules! other_values {
     ($other:expr) => {
@@ -143,8 +145,8 @@ pub struct FeatureIn<'a> {
     pub is_object: bool,
     /// `type`, unparsed.
     pub kind: Option<&'a RawValue>,
-    /// `geometry`: an object or null.
-    pub geometry: Option<&'a RawValue>,
+    /// `geometry`: read in the same pass as the feature.
+    pub geometry: Option<GeometryIn<'a>>,
     /// `properties`: read in the same pass as the feature.
     pub properties: Option<Properties<'a>>,
     /// `id`: a string or number.
@@ -160,9 +162,12 @@ impl<'a> FeatureIn<'a> {
     ) -> Result<(), A::Error> {
         let slot = match name {
             "type" => &mut self.kind,
-            "geometry" => &mut self.geometry,
             "properties" => {
                 self.properties = Some(map.next_value()?);
+                return Ok(());
+            }
+            "geometry" => {
+                self.geometry = Some(map.next_value()?);
                 return Ok(());
             }
             "id" => &mut self.id,

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use crate::catalog::{Collection, ColumnType};
 use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
-use crate::geometry::{encode_ewkb, MALFORMED};
+use crate::geometry::{encode_geometry, GeometryIn, MALFORMED};
 use input::{is_string, BodySeed, FeatureIn, FeatureList, Properties};
 use serde::de::DeserializeSeed;
 use value::SqlValue;
@@ -231,7 +231,7 @@ impl<'a> Validator<'a> {
         &mut self,
         i: usize,
         index: Option<usize>,
-        geometry: Option<&RawValue>,
+        geometry: Option<GeometryIn<'_>>,
         cells: &mut Vec<(usize, SqlValue)>,
     ) {
         let gi = self.coll.geometry;
@@ -242,7 +242,7 @@ impl<'a> Validator<'a> {
                 MALFORMED,
                 "a Feature needs a member \"geometry\" (an object or null)",
             ),
-            Some(g) if g.get() == "null" => {
+            Some(g) if g.is_null => {
                 if self.coll.columns[gi].not_null && !self.coll.before_insert_trigger {
                     self.error(
                         i,
@@ -253,7 +253,7 @@ impl<'a> Validator<'a> {
                 }
                 cells.push((gi, SqlValue::Null));
             }
-            Some(g) => match encode_ewkb(g.get(), self.coll.geometry_column()) {
+            Some(g) => match encode_geometry(&g, self.coll.geometry_column()) {
                 Ok(wkb) => cells.push((gi, SqlValue::Ewkb(wkb))),
                 Err(e) => {
                     self.error(

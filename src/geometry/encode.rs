@@ -38,15 +38,89 @@ impl GeometryError {
     }
 }
 
-/// A geometry object as read from JSON.
-#[derive(Deserialize)]
-struct GeometryIn<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
+/// A geometry as read from JSON, in the same pass as its feature. Nothing
+/// about it is an error while reading: what is wrong is kept, to be reported
+/// with its place by the encoder.
+#[derive(Default)]
+pub struct GeometryIn<'a> {
+    /// JSON null (`"geometry": null`).
+    pub is_null: bool,
+    is_object: bool,
+    /// `type`, when it is a string.
+    kind: Option<Cow<'a, str>>,
     coordinates: Option<Coords>,
-    #[serde(default, borrow)]
+    /// `geometries`, when it is an array.
     geometries: Option<Vec<GeometryIn<'a>>>,
+}
+
+/// A string borrowed from the input unless it has escapes.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for GeometryIn<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = GeometryIn<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a geometry")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut g = GeometryIn {
+                    is_object: true,
+                    ..GeometryIn::default()
+                };
+                while let Some(Text(key)) = map.next_key::<Text<'a>>()? {
+                    match key.as_ref() {
+                        "type" => g.kind = map.next_value::<Loose<Text<'a>>>()?.0.map(|t| t.0),
+                        "coordinates" => g.coordinates = Some(map.next_value()?),
+                        "geometries" => {
+                            g.geometries = map.next_value::<Loose<Vec<GeometryIn<'a>>>>()?.0
+                        }
+                        _ => drop(map.next_value::<IgnoredAny>()?),
+                    }
+                }
+                Ok(g)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(GeometryIn {
+                    is_null: true,
+                    ..GeometryIn::default()
+                })
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(GeometryIn::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(GeometryIn::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(GeometryIn::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(GeometryIn::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(GeometryIn::default())
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(GeometryIn::default())
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// A value of type `T`, or `None` when the JSON there is something else.
+struct Loose<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Loose<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Read the value once as raw text, then try it as T.
+        let raw = <&'de serde_json::value::RawValue>::deserialize(d)?;
+        Ok(Loose(serde_json::from_str(raw.get()).ok()))
+    }
 }
 
 /// The contents of `coordinates`: numbers, arrays, or something else (kept to be reported).
@@ -100,19 +174,26 @@ impl<'de> Deserialize<'de> for Coords {
 
 /// Encode the GeoJSON geometry object in `json` as EWKB (SRID 4326) for `column`.
 pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, GeometryError> {
-    let mut enc = Encoder {
-        // A 2D point with SRID is 25 bytes; many requests hold a million of them.
-        out: Vec::with_capacity(32),
-        z: false,
-        path: Vec::new(),
-    };
     let geometry: GeometryIn<'_> = serde_json::from_str(json).map_err(|e| {
         // serde's message without its position, which is relative to this geometry only.
         let message = e.to_string();
         let message = message.split(" at line ").next().unwrap_or(&message);
-        enc.malformed(format!("not a GeoJSON geometry object: {message}"))
+        Encoder::default().malformed(format!("not a GeoJSON geometry: {message}"))
     })?;
-    let kind = enc.kind(&geometry)?;
+    encode_geometry(&geometry, column)
+}
+
+/// Encode a geometry read with its feature as EWKB (SRID 4326) for `column`.
+pub fn encode_geometry(
+    geometry: &GeometryIn<'_>,
+    column: &GeometryColumn,
+) -> Result<Vec<u8>, GeometryError> {
+    let mut enc = Encoder {
+        // A 2D point with SRID is 25 bytes; many requests hold a million of them.
+        out: Vec::with_capacity(32),
+        ..Encoder::default()
+    };
+    let kind = enc.kind(geometry)?;
     let promote = match column.kind {
         None => false,
         Some(GeometryType::Unsupported) => {
@@ -130,7 +211,7 @@ pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, Geome
             ))
         }
     };
-    let dims = first_dims(&geometry).unwrap_or(match column.z {
+    let dims = first_dims(geometry).unwrap_or(match column.z {
         Some(true) => 3,
         _ => 2,
     });
@@ -153,9 +234,9 @@ pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, Geome
     if promote {
         enc.header(kind.multi().unwrap_or(kind), true);
         enc.count(1);
-        enc.geometry(&geometry, kind, false)?;
+        enc.geometry(geometry, kind, false)?;
     } else {
-        enc.geometry(&geometry, kind, true)?;
+        enc.geometry(geometry, kind, true)?;
     }
     // Rows are held until written: give back what doubling over-reserved.
     enc.out.shrink_to_fit();
@@ -182,6 +263,7 @@ enum Seg {
     Index(usize),
 }
 
+#[derive(Default)]
 struct Encoder {
     out: Vec<u8>,
     z: bool,
@@ -214,12 +296,15 @@ impl Encoder {
     }
 
     fn kind(&self, geometry: &GeometryIn<'_>) -> Result<GeometryType, GeometryError> {
-        GeometryType::from_geojson(&geometry.kind).ok_or_else(|| {
-            self.malformed(format!(
-                "'{}' is not a GeoJSON geometry type",
-                geometry.kind
-            ))
-        })
+        if !geometry.is_object {
+            return Err(self.malformed("a geometry must be a GeoJSON geometry object or null"));
+        }
+        let name = geometry
+            .kind
+            .as_deref()
+            .ok_or_else(|| self.malformed("a geometry needs a string member \"type\""))?;
+        GeometryType::from_geojson(name)
+            .ok_or_else(|| self.malformed(format!("'{name}' is not a GeoJSON geometry type")))
     }
 
     fn header(&mut self, kind: GeometryType, top: bool) {

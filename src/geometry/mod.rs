@@ -5,7 +5,7 @@
 
 mod encode;
 
-pub use encode::{encode_ewkb, GeometryError, MALFORMED};
+pub use encode::{encode_ewkb, encode_geometry, GeometryError, GeometryIn, MALFORMED};
 
 /// Input coordinates are CRS84 longitude/latitude, tagged as EPSG:4326 in the EWKB.
 pub const INPUT_SRID: i32 = 4326;
