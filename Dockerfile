@@ -4,7 +4,9 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY migrations migrations
-RUN cargo build --release --locked
+COPY openapi openapi
+COPY benches benches
+RUN cargo build --release --locked --bin featurepipe
 
 FROM debian:bookworm-slim
 RUN apt-get update \
