@@ -1,5 +1,8 @@
 //! featurepipe: GeoJSON features into PostGIS in the fewest round trips.
 
+#[macro_use]
+mod json;
+
 pub mod api;
 pub mod app;
 pub mod catalog;

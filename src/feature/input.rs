@@ -10,30 +10,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::geometry::GeometryIn;
+use crate::json::Text;
 
-/// Implements the `visit_*` methods for non-container JSON values by returning `$other`.
-macro_rules! other_values {
-    ($other:expr) => {
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-    };
-}
 /// The top level of a body: its own members (all of them when it is a
 /// Feature) and what its `features` member was.
 pub struct Body<'a> {
@@ -79,7 +57,7 @@ impl<'de: 'a, 'a> DeserializeSeed<'de> for BodySeed<'_, 'a> {
                     },
                     features: FeatureList::Absent,
                 };
-                while let Some(Key(name)) = map.next_key::<Key<'a>>()? {
+                while let Some(Text(name)) = map.next_key::<Text<'a>>()? {
                     if name == "features" {
                         body.features = map.next_value_seed(FeaturesSeed(&mut *self.0))?;
                     } else {
@@ -88,10 +66,7 @@ impl<'de: 'a, 'a> DeserializeSeed<'de> for BodySeed<'_, 'a> {
                 }
                 Ok(body)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Body<'a>, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Body::not_an_object())
-            }
+            arrays_are!(Body::not_an_object());
             other_values!(Body::not_an_object());
         }
         d.deserialize_any(V(self.on_feature))
@@ -185,10 +160,6 @@ pub fn is_string(raw: &RawValue, want: &str) -> bool {
         || serde_json::from_str::<Cow<'_, str>>(text).is_ok_and(|s| s == want)
 }
 
-/// A member name, borrowed from the body unless it contains escapes.
-#[derive(Deserialize)]
-struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
-
 impl<'de: 'a, 'a> Deserialize<'de> for FeatureIn<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<'a>(std::marker::PhantomData<&'a ()>);
@@ -202,15 +173,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for FeatureIn<'a> {
                     is_object: true,
                     ..FeatureIn::default()
                 };
-                while let Some(Key(name)) = map.next_key::<Key<'a>>()? {
+                while let Some(Text(name)) = map.next_key::<Text<'a>>()? {
                     f.member(&name, &mut map)?;
                 }
                 Ok(f)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(FeatureIn::default())
-            }
+            arrays_are!(FeatureIn::default());
             other_values!(FeatureIn::default());
         }
         d.deserialize_any(V(std::marker::PhantomData))
@@ -237,33 +205,13 @@ impl<'de: 'a, 'a> Deserialize<'de> for Properties<'a> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut members = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some((Key(name), value)) = map.next_entry::<Key<'a>, &'a RawValue>()? {
+                while let Some((Text(name), value)) = map.next_entry::<Text<'a>, &'a RawValue>()? {
                     members.push((name, value));
                 }
                 Ok(Properties::Members(members))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Properties::NotAnObject)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Properties::Null)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Properties::NotAnObject)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Properties::NotAnObject)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Properties::NotAnObject)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Properties::NotAnObject)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(Properties::NotAnObject)
-            }
+            arrays_are!(Properties::NotAnObject);
+            other_values!(Properties::NotAnObject, null => Properties::Null);
         }
         d.deserialize_any(V(std::marker::PhantomData))
     }

@@ -12,6 +12,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::{GeometryColumn, GeometryType, INPUT_SRID};
+use crate::json::Text;
 
 const EWKB_Z: u32 = 0x8000_0000;
 const EWKB_SRID: u32 = 0x2000_0000;
@@ -53,10 +54,6 @@ pub struct GeometryIn<'a> {
     geometries: Option<Vec<GeometryIn<'a>>>,
 }
 
-/// A string borrowed from the input unless it has escapes.
-#[derive(Deserialize)]
-struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-
 impl<'de: 'a, 'a> Deserialize<'de> for GeometryIn<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<'a>(std::marker::PhantomData<&'a ()>);
@@ -82,31 +79,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for GeometryIn<'a> {
                 }
                 Ok(g)
             }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(GeometryIn {
-                    is_null: true,
-                    ..GeometryIn::default()
-                })
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(GeometryIn::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(GeometryIn::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(GeometryIn::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(GeometryIn::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(GeometryIn::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(GeometryIn::default())
-            }
+            arrays_are!(GeometryIn::default());
+            other_values!(GeometryIn::default(), null => GeometryIn {
+                is_null: true,
+                ..GeometryIn::default()
+            });
         }
         d.deserialize_any(V(std::marker::PhantomData))
     }
