@@ -44,6 +44,7 @@ fn points_table() -> Collection {
         geometry: 3,
         primary_key: Some(0),
         before_insert_trigger: false,
+        last_modified: None,
     }
 }
 

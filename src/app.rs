@@ -24,6 +24,8 @@ pub struct AppState {
     pub write: WriteOptions,
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
+    /// The URL clients reach the service at, for links; else taken from `Host`.
+    pub public_url: Option<String>,
 }
 
 impl AppState {
@@ -44,7 +46,7 @@ impl AppState {
                 source,
             })?;
         tracing::info!(
-            collections = catalog.summaries().len(),
+            collections = catalog.collections().count(),
             schemas = ?config.schemas,
             "catalog loaded"
         );
@@ -53,6 +55,7 @@ impl AppState {
             catalog: Arc::new(catalog),
             write: config.write_options(),
             max_body: config.max_body,
+            public_url: config.public_url.clone(),
         })
     }
 
@@ -71,10 +74,23 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(api::health::healthz))
         .route("/readyz", get(api::health::readyz))
         .route("/api", get(api::openapi::document))
+        .route("/", get(api::landing::landing))
+        .route("/conformance", get(api::landing::conformance))
         .route("/collections", get(api::collections::list))
+        .route("/collections/{collection_id}", get(api::collections::one))
         .route(
             "/collections/{collection_id}/items",
-            axum::routing::post(api::items::create),
+            get(api::items::list)
+                .post(api::items::create)
+                .options(api::items::options),
+        )
+        .route(
+            "/collections/{collection_id}/items/{feature_id}",
+            get(api::item::get)
+                .put(api::item::put)
+                .patch(api::item::patch)
+                .delete(api::item::delete)
+                .options(api::item::options),
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -66,6 +66,10 @@ pub struct Config {
     /// Largest accepted request body (suffixes KiB, MiB, GiB allowed).
     #[arg(long, env = "FEATUREPIPE_MAX_BODY", default_value = "64MiB", value_parser = parse_bytes)]
     pub max_body: usize,
+    /// The URL clients reach the service at (e.g. behind a proxy), used in
+    /// links; by default `http://` and the request's Host header.
+    #[arg(long, env = "FEATUREPIPE_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
 
 impl Config {

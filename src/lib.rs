@@ -12,6 +12,7 @@ pub mod error;
 pub mod feature;
 pub mod geometry;
 pub mod proxy;
+pub mod read;
 pub mod write;
 
 use std::future::Future;

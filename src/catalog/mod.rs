@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Serialize;
 use tokio_postgres::Client;
 
 use crate::geometry::GeometryColumn;
@@ -156,6 +155,8 @@ pub struct Collection {
     pub primary_key: Option<usize>,
     /// A `BEFORE INSERT … FOR EACH ROW` trigger may change any value, the key included.
     pub before_insert_trigger: bool,
+    /// The `timestamptz` column that says when a feature last changed, if any.
+    pub last_modified: Option<usize>,
 }
 
 impl Collection {
@@ -204,18 +205,6 @@ pub struct Catalog {
     collections: BTreeMap<String, Arc<Collection>>,
 }
 
-/// Summary of a collection for listings.
-#[derive(Debug, Serialize)]
-pub struct CollectionSummary<'a> {
-    /// Collection id.
-    pub id: &'a str,
-    /// Table comment.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<&'a str>,
-    /// Whether features can be created.
-    pub writable: bool,
-}
-
 impl Catalog {
     /// Read the catalog of every table in `schemas` that has a geometry column.
     pub async fn load(client: &Client, schemas: &[String]) -> Result<Self, tokio_postgres::Error> {
@@ -260,15 +249,8 @@ impl Catalog {
     }
 
     /// All collections, ordered by id.
-    pub fn summaries(&self) -> Vec<CollectionSummary<'_>> {
-        self.collections
-            .values()
-            .map(|c| CollectionSummary {
-                id: &c.id,
-                description: c.description.as_deref(),
-                writable: c.is_writable(),
-            })
-            .collect()
+    pub fn collections(&self) -> impl Iterator<Item = &Collection> {
+        self.collections.values().map(|c| c.as_ref())
     }
 }
 
@@ -299,6 +281,17 @@ fn column_type(raw: &RawColumn) -> ColumnType {
             .map(ColumnType::Scalar)
             .unwrap_or(ColumnType::Unsupported),
     }
+}
+
+/// Names that mark a `timestamptz` column as the last-modified time, by convention.
+const LAST_MODIFIED_NAMES: [&str; 4] = ["updated", "updated_at", "modified", "last_modified"];
+
+fn last_modified_column(columns: &[Column]) -> Option<usize> {
+    LAST_MODIFIED_NAMES.iter().find_map(|name| {
+        columns.iter().position(|c| {
+            c.name == *name && c.ty == ColumnType::Scalar(ScalarType::Timestamptz) && !c.generated
+        })
+    })
 }
 
 fn build_collection(
@@ -332,6 +325,7 @@ fn build_collection(
         format!("{schema}.{table}")
     };
     Some(Collection {
+        last_modified: last_modified_column(&columns),
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

@@ -1,0 +1,176 @@
+//! Reading features back as GeoJSON in CRS84: the queries behind the OGC API
+//! read endpoints. PostgreSQL assembles each feature's JSON, so a page is
+//! one query and no row is decoded into Rust values.
+
+pub mod params;
+pub mod sql;
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
+
+use crate::catalog::Collection;
+use crate::db::Database;
+use crate::error::ApiError;
+use crate::write::dberror::request_error;
+use params::ItemsQuery;
+
+/// One stored feature as GeoJSON text with its validators.
+#[derive(Debug, Clone)]
+pub struct StoredFeature {
+    /// The Feature object, as JSON text.
+    pub json: String,
+    /// Strong entity tag: md5 of the stored row.
+    pub etag: String,
+    /// The last-modified column's value, when the table has one.
+    pub last_modified: Option<DateTime<Utc>>,
+}
+
+impl From<tokio_postgres::Row> for StoredFeature {
+    fn from(row: tokio_postgres::Row) -> Self {
+        StoredFeature {
+            json: row.get(0),
+            etag: row.get(1),
+            last_modified: row.get(2),
+        }
+    }
+}
+
+/// One page of an items query.
+#[derive(Debug)]
+pub struct Page {
+    /// The features, in key order.
+    pub features: Vec<StoredFeature>,
+    /// How many features match the query in all.
+    pub number_matched: i64,
+}
+
+type Params = Vec<Box<dyn ToSql + Sync + Send>>;
+
+/// ` WHERE …` for the query's filters, appending their parameters.
+fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> String {
+    let mut conds = Vec::new();
+    if let Some(bbox) = query.bbox {
+        let parts: Vec<String> = bbox
+            .parts()
+            .into_iter()
+            .map(|b| {
+                let cond = sql::bbox_intersects(coll, params.len() + 1);
+                params.extend(b.map(|v| Box::new(v) as Box<dyn ToSql + Sync + Send>));
+                cond
+            })
+            .collect();
+        conds.push(format!("({})", parts.join(" OR ")));
+    }
+    for (ci, value) in &query.filters {
+        conds.push(sql::column_equals(coll, *ci, params.len() + 1));
+        params.push(Box::new(value.clone()));
+    }
+    if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conds.join(" AND "))
+    }
+}
+
+/// A filter value that is not of its column's type is the client's mistake.
+fn read_error(doing: &str, err: &tokio_postgres::Error) -> ApiError {
+    match err.code() {
+        Some(code) if code.code().starts_with("22") => ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "invalid-parameter",
+            format!(
+                "a filter value does not fit its column: {}",
+                err.as_db_error()
+                    .map_or(String::new(), |e| e.message().to_owned())
+            ),
+        ),
+        _ => request_error(doing, err),
+    }
+}
+
+/// One page of features matching `query`, with the total count, in one round trip.
+pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Result<Page, ApiError> {
+    let client = db.connection().await?;
+    let mut params: Params = Vec::new();
+    let filter = conditions(coll, query, &mut params);
+    let order = match coll.primary_key {
+        Some(pk) => sql::col(coll, pk),
+        None => "t.ctid".into(),
+    };
+    let n = params.len();
+    let select = format!(
+        "{}{filter} ORDER BY {order} LIMIT ${} OFFSET ${}",
+        sql::select_features(coll),
+        n + 1,
+        n + 2
+    );
+    let count = format!(
+        "SELECT count(*) FROM {} AS t{filter}",
+        coll.qualified_name()
+    );
+    let (select, count) = tokio::try_join!(
+        client.prepare_cached(&select),
+        client.prepare_cached(&count)
+    )
+    .map_err(|e| read_error("preparing the items query", &e))?;
+    let filter_params: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let mut page_params = filter_params.clone();
+    page_params.push(&query.limit);
+    page_params.push(&query.offset);
+    // Both queries are sent before either answer is read: one round trip.
+    let (rows, total) = tokio::try_join!(
+        client.query(&select, &page_params),
+        client.query_one(&count, &filter_params)
+    )
+    .map_err(|e| read_error("reading features", &e))?;
+    Ok(Page {
+        features: rows.into_iter().map(StoredFeature::from).collect(),
+        number_matched: total.get(0),
+    })
+}
+
+/// The feature with key `id`, if there is one.
+pub async fn item(
+    db: &Database,
+    coll: &Collection,
+    id: &str,
+) -> Result<Option<StoredFeature>, ApiError> {
+    let Some(key) = sql::key_equals(coll, 1) else {
+        return Ok(None);
+    };
+    let client = db.connection().await?;
+    let statement = client
+        .prepare_cached(&format!("{} WHERE {key}", sql::select_features(coll)))
+        .await
+        .map_err(|e| request_error("preparing the item query", &e))?;
+    match client.query_opt(&statement, &[&id]).await {
+        Ok(row) => Ok(row.map(StoredFeature::from)),
+        // An id that cannot be a key of this type names no feature.
+        Err(e) if e.code().is_some_and(|c| c.code().starts_with("22")) => Ok(None),
+        Err(e) => Err(request_error("reading a feature", &e)),
+    }
+}
+
+/// The collection's extent in CRS84 (min lon, min lat, max lon, max lat), if it has features.
+pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>, ApiError> {
+    let client = db.connection().await?;
+    let sql = sql::extent(coll);
+    let names = [&coll.schema, &coll.table, &coll.columns[coll.geometry].name];
+    let params: Vec<&(dyn ToSql + Sync)> = if coll.geometry_column().geography {
+        Vec::new()
+    } else {
+        names.iter().map(|n| *n as &(dyn ToSql + Sync)).collect()
+    };
+    let row = client
+        .query_one(&sql, &params)
+        .await
+        .map_err(|e| request_error("computing the extent", &e))?;
+    let b: [Option<f64>; 4] = [row.get(0), row.get(1), row.get(2), row.get(3)];
+    Ok(match b {
+        [Some(a), Some(b), Some(c), Some(d)] => Some([a, b, c, d]),
+        _ => None,
+    })
+}

@@ -1,0 +1,124 @@
+//! SQL text for reads, built only from catalog identifiers.
+
+use crate::catalog::{quote_ident, Collection};
+
+/// `t."column"`.
+pub fn col(coll: &Collection, ci: usize) -> String {
+    format!("t.{}", quote_ident(&coll.columns[ci].name))
+}
+
+/// The feature geometry in CRS84 (lon/lat), whatever the storage CRS.
+fn geometry_crs84(coll: &Collection) -> String {
+    let g = col(coll, coll.geometry);
+    let gc = coll.geometry_column();
+    match (gc.geography, gc.srid) {
+        (true, 4326) => format!("{g}::geometry"),
+        (true, _) => format!("ST_Transform({g}::geometry, 4326)"),
+        (false, 4326) => g,
+        // Unconstrained columns may hold any SRID; featurepipe writes 4326.
+        (false, 0) => {
+            format!("CASE WHEN ST_SRID({g}) IN (0, 4326) THEN {g} ELSE ST_Transform({g}, 4326) END")
+        }
+        (false, _) => format!("ST_Transform({g}, 4326)"),
+    }
+}
+
+/// Columns published as properties: all but the key and the feature geometry.
+fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
+    (0..coll.columns.len()).filter(|&ci| ci != coll.geometry && Some(ci) != coll.primary_key)
+}
+
+/// `<feature json>, <etag>, <last modified>` of the row `t`.
+///
+/// The feature is assembled by PostgreSQL as GeoJSON text; the ETag is the
+/// md5 of the whole stored row, so it changes with any column and does not
+/// depend on the CRS the feature is read in.
+pub fn feature_columns(coll: &Collection) -> String {
+    let id = match coll.primary_key {
+        Some(pk) => format!("'id', {}, ", col(coll, pk)),
+        None => String::new(),
+    };
+    let props: Vec<String> = property_columns(coll).map(|ci| col(coll, ci)).collect();
+    let last_modified = match coll.last_modified {
+        Some(ci) => col(coll, ci),
+        None => "NULL::timestamptz".into(),
+    };
+    format!(
+        "json_build_object('type', 'Feature', {id}'geometry', ST_AsGeoJSON({geom}, 15)::json, \
+         'properties', (SELECT to_json(p) FROM (SELECT {props}) AS p))::text, \
+         md5(t::text), {last_modified}",
+        geom = geometry_crs84(coll),
+        props = props.join(", "),
+    )
+}
+
+/// `SELECT <feature columns> FROM <table> AS t`.
+pub fn select_features(coll: &Collection) -> String {
+    format!(
+        "SELECT {} FROM {} AS t",
+        feature_columns(coll),
+        coll.qualified_name()
+    )
+}
+
+/// `t."key" = $n::text::<key type>`: the key compared in its own type, so its index is used.
+pub fn key_equals(coll: &Collection, n: usize) -> Option<String> {
+    let pk = coll.primary_key?;
+    Some(format!(
+        "{} = ${n}::text::{}",
+        col(coll, pk),
+        coll.columns[pk].type_sql
+    ))
+}
+
+/// `t."column" = $n::text::<type>` for a property filter.
+pub fn column_equals(coll: &Collection, ci: usize, n: usize) -> String {
+    format!(
+        "{} = ${n}::text::{}",
+        col(coll, ci),
+        coll.columns[ci].type_sql
+    )
+}
+
+/// The feature geometry intersects the CRS84 box `$n..$n+3` (min x, min y, max x, max y).
+pub fn bbox_intersects(coll: &Collection, n: usize) -> String {
+    let g = col(coll, coll.geometry);
+    let gc = coll.geometry_column();
+    let env = format!(
+        "ST_MakeEnvelope(${n}, ${}, ${}, ${}, 4326)",
+        n + 1,
+        n + 2,
+        n + 3
+    );
+    match (gc.geography, gc.srid) {
+        (true, _) => format!("{g} && {env}::geography"),
+        (false, 4326) | (false, 0) => format!("{g} && {env}"),
+        (false, srid) => format!("{g} && ST_Transform({env}, {srid})"),
+    }
+}
+
+/// The table's extent in CRS84: estimated from statistics, computed when
+/// there are none. Geometry columns take (schema, table, column) as `$1..$3`.
+pub fn extent(coll: &Collection) -> String {
+    let gc = coll.geometry_column();
+    let name = quote_ident(&coll.columns[coll.geometry].name);
+    let srid = if gc.geography || gc.srid == 0 {
+        4326
+    } else {
+        gc.srid
+    };
+    let computed = format!(
+        "(SELECT ST_Extent({name}::geometry) FROM {})",
+        coll.qualified_name()
+    );
+    let estimated = if gc.geography {
+        // Statistics of geography columns are not boxes in degrees.
+        "NULL::box2d"
+    } else {
+        "ST_EstimatedExtent($1, $2, $3)"
+    };
+    format!(
+        "SELECT ST_XMin(e), ST_YMin(e), ST_XMax(e), ST_YMax(e) FROM \
+         (SELECT ST_Transform(ST_SetSRID(COALESCE({estimated}, {computed})::geometry, {srid}), 4326) AS e) AS x"
+    )
+}
