@@ -1,34 +1,104 @@
-//! `POST /collections/{collectionId}/items`: create one Feature or a FeatureCollection.
+//! `/collections/{collectionId}/items`: read a page of features (GET), create
+//! one Feature or a FeatureCollection (POST), and OPTIONS.
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::StreamExt;
+use serde_json::json;
 
+use super::body::{check_content_type, read_body};
+use super::links::BaseUrl;
+use super::query_pairs;
+use super::representation::{
+    check_writable, feature_response, items_allow, options_response, set_location, Return,
+    FEATURE_TYPES, GEOJSON,
+};
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::feature::parse_body;
+use crate::read::params::{percent_encode, ItemsQuery};
+use crate::read::{self};
 use crate::write::write_features;
 
+/// A page of features as a GeoJSON FeatureCollection with paging links.
+pub async fn list(
+    State(state): State<AppState>,
+    Path(collection_id): Path<String>,
+    base: BaseUrl,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let coll = state.collection(&collection_id)?;
+    let query = ItemsQuery::parse(&query_pairs(query.as_deref())?, &coll)?;
+    let page = read::items(&state.db, &coll, &query).await?;
+    let path = format!("/collections/{}/items", percent_encode(&coll.id));
+    let at = |offset: i64| format!("{path}?{}", query.at_offset(&coll, offset));
+    let mut links = vec![base.link(&at(query.offset), "self", GEOJSON, "This page")];
+    let returned = page.features.len() as i64;
+    if query.offset + returned < page.number_matched {
+        links.push(base.link(&at(query.offset + returned), "next", GEOJSON, "Next page"));
+    }
+    if query.offset > 0 {
+        links.push(base.link(
+            &at((query.offset - query.limit).max(0)),
+            "prev",
+            GEOJSON,
+            "Previous page",
+        ));
+    }
+    links.push(base.link(
+        &format!("/collections/{}", percent_encode(&coll.id)),
+        "collection",
+        "application/json",
+        "The collection",
+    ));
+    // The features are JSON text from PostgreSQL: joined, never re-parsed.
+    let head = json!({
+        "type": "FeatureCollection",
+        "numberMatched": page.number_matched,
+        "numberReturned": returned,
+        "timeStamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "links": links,
+    })
+    .to_string();
+    let size = head.len()
+        + page
+            .features
+            .iter()
+            .map(|f| f.json.len() + 1)
+            .sum::<usize>()
+        + 16;
+    let mut body = String::with_capacity(size);
+    body.push_str(head.strip_suffix('}').unwrap_or(&head));
+    body.push_str(",\"features\":[");
+    for (i, f) in page.features.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&f.json);
+    }
+    body.push_str("]}");
+    Ok((
+        [(header::CONTENT_TYPE, HeaderValue::from_static(GEOJSON))],
+        body,
+    )
+        .into_response())
+}
+
 /// Create features; 201 with the ids in feature order and a per-batch report.
+/// A single Feature with `Prefer: return=representation` or `return=minimal`
+/// is answered as OGC API - Features Part 4 says instead.
 pub async fn create(
     State(state): State<AppState>,
     Path(collection_id): Path<String>,
+    base: BaseUrl,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
-    if !coll.is_writable() {
-        return Err(ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "read-only-collection",
-            format!("'{collection_id}' is read-only: its table has no single-column primary key"),
-        )
-        .with_header(header::ALLOW, HeaderValue::from_static("")));
-    }
-    check_geojson_content_type(&headers)?;
+    check_writable(&coll, items_allow(&coll))?;
+    check_content_type(&headers, FEATURE_TYPES)?;
     let body = read_body(&headers, body, state.max_body).await?;
     // Parsing tens of MiB is CPU work: keep it off the async workers.
     let parse_coll = coll.clone();
@@ -36,97 +106,34 @@ pub async fn create(
         .await
         .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
     let single = parsed.single;
-    let report = write_features(state.db.clone(), coll, parsed, state.write).await?;
-    let mut response = (StatusCode::CREATED, Json(&report)).into_response();
-    if let Some(id) = report.ids.text(0).filter(|_| single) {
-        let location = format!(
-            "/collections/{collection_id}/items/{}",
-            encode_path_segment(&id)
-        );
-        if let Ok(v) = HeaderValue::from_str(&location) {
-            response.headers_mut().insert(header::LOCATION, v);
-        }
-    }
+    let report = write_features(state.db.clone(), coll.clone(), parsed, state.write).await?;
+    let Some(id) = report.ids.text(0).filter(|_| single) else {
+        return Ok((StatusCode::CREATED, Json(&report)).into_response());
+    };
+    let preference = Return::from_headers(&headers);
+    let mut response = match preference {
+        Return::Unspecified => (StatusCode::CREATED, Json(&report)).into_response(),
+        _ => match read::item(&state.db, &coll, &id).await? {
+            Some(stored) => {
+                feature_response(StatusCode::CREATED, &stored, preference, &base, &coll, &id)
+            }
+            // Gone already (deleted by another request): the report still tells the id.
+            None => (StatusCode::CREATED, Json(&report)).into_response(),
+        },
+    };
+    set_location(&mut response, &base, &coll, &id);
     Ok(response)
 }
 
-/// Read the whole body into one buffer sized from `Content-Length`, so that
-/// a large body is held once (collecting chunks and joining them would hold it twice).
-async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
-            format!("the body is larger than the limit of {max} bytes (FEATUREPIPE_MAX_BODY)"),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
-    }
-    let mut buf = Vec::with_capacity(declared.unwrap_or(0));
-    let mut chunks = body.into_data_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|e| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "unreadable-body",
-                format!("cannot read the request body: {e}"),
-            )
-        })?;
-        if buf.len() + chunk.len() > max {
-            return Err(too_large());
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    Ok(buf)
-}
-
-/// Writes take `application/geo+json` or `application/json` (parameters allowed).
-fn check_geojson_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(value) = headers.get(header::CONTENT_TYPE) else {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "missing-content-type",
-            "a Content-Type header is required: application/geo+json or application/json",
-        ));
-    };
-    let essence = value
-        .to_str()
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match essence.as_str() {
-        "application/geo+json" | "application/json" => Ok(()),
-        _ => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            format!(
-                "Content-Type '{}' is not accepted: use application/geo+json or application/json",
-                value.to_str().unwrap_or("(not text)")
-            ),
-        )
-        .with_header(
-            header::ACCEPT,
-            HeaderValue::from_static("application/geo+json, application/json"),
-        )),
-    }
-}
-
-/// Percent-encode an id for use as one URL path segment.
-fn encode_path_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+/// `OPTIONS`: the methods this collection allows and the bodies POST takes.
+pub async fn options(
+    State(state): State<AppState>,
+    Path(collection_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let coll = state.collection(&collection_id)?;
+    let accepts = ("accept-post", "application/geo+json, application/json");
+    Ok(options_response(
+        items_allow(&coll),
+        coll.is_writable().then_some(accepts),
+    ))
 }

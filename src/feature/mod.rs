@@ -12,7 +12,8 @@ use serde_json::value::RawValue;
 
 use crate::catalog::{Collection, ColumnType};
 use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
-use crate::geometry::{encode_geometry, GeometryIn, MALFORMED};
+pub use crate::geometry::MALFORMED;
+use crate::geometry::{encode_geometry, GeometryIn};
 use input::{is_string, BodySeed, FeatureIn, FeatureList, Properties};
 use serde::de::DeserializeSeed;
 use value::SqlValue;
@@ -47,21 +48,7 @@ pub struct ParsedBody {
 
 /// Parse a Feature or FeatureCollection and validate every feature against `coll`.
 pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError> {
-    let invalid_json = |e: serde_json::Error| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-json",
-            format!("the body is not valid JSON: {e}"),
-        )
-    };
-    // UTF-8 is checked once here, so that no later pass checks it again.
-    let body = std::str::from_utf8(body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-json",
-            format!("the body is not UTF-8: {e}"),
-        )
-    })?;
+    let body = utf8(body)?;
     let mut v = Validator::new(coll);
     // Room for as many rows as the body has features: growing by doubling
     // would briefly hold the rows twice, at the peak of a large request.
@@ -100,20 +87,84 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
             shapes: v.shapes,
         });
     }
-    let (status, kind) = if v.malformed {
-        (StatusCode::BAD_REQUEST, "invalid-geojson")
-    } else {
-        (StatusCode::UNPROCESSABLE_ENTITY, "validation-failed")
+    Err(v.failure())
+}
+
+/// What a single-Feature body is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A new feature (POST): every rule of the core write path.
+    Create,
+    /// A whole feature replacing the one whose key the URL names (PUT).
+    Replace,
+    /// A JSON merge patch (RFC 7396, PATCH): only the members it has change.
+    Patch,
+}
+
+/// A validated body of PUT or PATCH: the columns it writes and their values.
+#[derive(Debug)]
+pub struct ItemBody {
+    /// Columns written, ascending.
+    pub columns: Vec<usize>,
+    /// One value per column.
+    pub values: Vec<SqlValue>,
+    /// The body's `id` member as text, to compare with the URL's.
+    pub id: Option<String>,
+}
+
+/// Parse and validate the body of a PUT (`Replace`) or PATCH (`Patch`).
+pub fn parse_item(body: &[u8], coll: &Collection, purpose: Purpose) -> Result<ItemBody, ApiError> {
+    let body = utf8(body)?;
+    let feature: FeatureIn<'_> = serde_json::from_str(body).map_err(invalid_json)?;
+    if !feature.is_object {
+        return Err(malformed("the body must be a GeoJSON Feature object", ""));
+    }
+    let id = match feature.id {
+        None => None,
+        Some(raw) if raw.get().starts_with('"') => serde_json::from_str(raw.get()).ok(),
+        Some(raw)
+            if raw
+                .get()
+                .starts_with(|c: char| c == '-' || c.is_ascii_digit()) =>
+        {
+            Some(raw.get().to_owned())
+        }
+        Some(_) => {
+            return Err(malformed(
+                "a Feature id must be a string or a number",
+                "/id",
+            ))
+        }
     };
-    Err(ApiError::new(
-        status,
-        kind,
-        format!(
-            "{} problem(s) in {} feature(s); nothing was written",
-            v.total, v.features_at_fault
-        ),
+    let mut v = Validator::new(coll);
+    v.purpose = purpose;
+    match v.feature(0, None, feature) {
+        Some(row) if v.total == 0 => Ok(ItemBody {
+            columns: v.shapes.swap_remove(row.shape),
+            values: row.values,
+            id,
+        }),
+        _ => Err(v.failure()),
+    }
+}
+
+fn invalid_json(e: serde_json::Error) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid-json",
+        format!("the body is not valid JSON: {e}"),
     )
-    .with_some_errors(v.errors, v.total))
+}
+
+/// UTF-8 is checked once, so that no later pass checks it again.
+fn utf8(body: &[u8]) -> Result<&str, ApiError> {
+    std::str::from_utf8(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-json",
+            format!("the body is not UTF-8: {e}"),
+        )
+    })
 }
 
 fn not_geojson() -> ApiError {
@@ -140,6 +191,7 @@ struct Validator<'a> {
     /// Some problem is malformed GeoJSON (400) rather than invalid data (422).
     malformed: bool,
     shapes: Vec<Vec<usize>>,
+    purpose: Purpose,
 }
 
 /// A JSON pointer into the body: `/features/{i}{suffix}`, or `{suffix}` for a single Feature.
@@ -160,7 +212,26 @@ impl<'a> Validator<'a> {
             last_at_fault: None,
             malformed: false,
             shapes: Vec::new(),
+            purpose: Purpose::Create,
         }
+    }
+
+    /// The error for a body with problems: 400 when some of it is not GeoJSON, else 422.
+    fn failure(self) -> ApiError {
+        let (status, kind) = if self.malformed {
+            (StatusCode::BAD_REQUEST, "invalid-geojson")
+        } else {
+            (StatusCode::UNPROCESSABLE_ENTITY, "validation-failed")
+        };
+        ApiError::new(
+            status,
+            kind,
+            format!(
+                "{} problem(s) in {} feature(s); nothing was written",
+                self.total, self.features_at_fault
+            ),
+        )
+        .with_some_errors(self.errors, self.total)
     }
 
     fn error(&mut self, feature: usize, pointer: String, code: &str, message: impl Into<String>) {
@@ -179,7 +250,12 @@ impl<'a> Validator<'a> {
 
     /// Validate feature `i` (at `index` in the collection; `None` for a single Feature).
     fn feature(&mut self, i: usize, index: Option<usize>, f: FeatureIn<'_>) -> Option<FeatureRow> {
-        if !(f.is_object && f.kind.is_some_and(|k| is_string(k, "Feature"))) {
+        let patch = self.purpose == Purpose::Patch;
+        let is_feature = match f.kind {
+            Some(kind) => is_string(kind, "Feature"),
+            None => patch, // a merge patch names only what changes
+        };
+        if !(f.is_object && is_feature) {
             self.error(
                 i,
                 at(index, ""),
@@ -189,12 +265,13 @@ impl<'a> Validator<'a> {
             return None;
         };
         let errors_before = self.total;
-        let mut check_required = true;
+        let mut check_required = !patch;
         let mut cells: Vec<(usize, SqlValue)> = Vec::with_capacity(self.coll.columns.len());
         self.geometry(i, index, f.geometry, &mut cells);
         match f.properties {
             Some(Properties::Members(members)) => self.properties(i, index, members, &mut cells),
             Some(Properties::Null) => {}
+            None if patch => {}
             Some(Properties::NotAnObject) | None => {
                 // Unreadable properties: which columns were meant cannot be known.
                 check_required = false;
@@ -206,8 +283,11 @@ impl<'a> Validator<'a> {
                 );
             }
         }
-        if let Some(id) = f.id {
-            self.key_from_id(i, index, id, &mut cells);
+        match f.id {
+            Some(id) if self.purpose == Purpose::Create => {
+                self.key_from_id(i, index, id, &mut cells)
+            }
+            _ => {} // PUT and PATCH take the key from the URL
         }
         if check_required {
             self.required(i, index, &cells);
@@ -236,6 +316,7 @@ impl<'a> Validator<'a> {
     ) {
         let gi = self.coll.geometry;
         match geometry {
+            None if self.purpose == Purpose::Patch => {}
             None => self.error(
                 i,
                 at(index, "/geometry"),
@@ -396,8 +477,11 @@ impl<'a> Validator<'a> {
         if self.coll.before_insert_trigger {
             return;
         }
+        let key_in_url = self.purpose == Purpose::Replace;
         for (ci, col) in self.coll.columns.iter().enumerate() {
+            let key_given = key_in_url && Some(ci) == self.coll.primary_key;
             if col.not_null
+                && !key_given
                 && !col.has_default()
                 && !col.generated
                 && !cells.iter().any(|(c, _)| *c == ci)

@@ -1,9 +1,10 @@
 //! The write path: plan the statements, then write through a pipeline.
 
 mod copy;
-mod dberror;
+pub mod dberror;
 mod guard;
 mod insert;
+pub mod item;
 mod pipeline;
 pub mod plan;
 pub mod report;

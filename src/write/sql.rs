@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::catalog::{quote_ident, Collection, ColumnType, Identity, ScalarType};
+use crate::read::sql as read_sql;
 
 /// The parameter expression for column `ci` bound as `$n`.
 fn param_expr(coll: &Collection, ci: usize, n: usize) -> String {
@@ -58,4 +59,93 @@ pub fn insert(coll: &Collection, columns: &[usize]) -> String {
     )
     .expect("write to String");
     sql
+}
+
+/// What a statement on one feature does.
+#[derive(Debug, Clone, Copy)]
+pub enum ItemChange<'a> {
+    /// PUT: the given columns from parameters, every other writable one to its default.
+    Replace(&'a [usize]),
+    /// PATCH: only the given columns.
+    Update(&'a [usize]),
+    /// DELETE.
+    Delete,
+}
+
+/// One statement that locks the feature keyed `$1`, checks the preconditions
+/// (`$2` If-Match tags, `$3` If-Unmodified-Since) and, when they hold, makes
+/// the change with values from `$4` on. Its one row says whether the feature
+/// existed, whether the change was made, and the feature as it is now.
+pub fn change_item(coll: &Collection, change: ItemChange<'_>) -> String {
+    let table = coll.qualified_name();
+    let key = read_sql::key_equals(coll, 1).expect("only writable collections are changed");
+    let last_modified = match coll.last_modified {
+        Some(ci) => read_sql::col(coll, ci),
+        None => "NULL::timestamptz".into(),
+    };
+    let returning = format!("true, {}", read_sql::feature_columns(coll));
+    let done = match change {
+        ItemChange::Delete => format!(
+            "DELETE FROM {table} AS t WHERE {key} AND EXISTS (SELECT FROM ok) \
+             RETURNING true, NULL::text, NULL::text, NULL::timestamptz"
+        ),
+        ItemChange::Replace(columns) | ItemChange::Update(columns) => {
+            let replace = matches!(change, ItemChange::Replace(_));
+            let mut sets = Vec::new();
+            for (ci, column) in coll.columns.iter().enumerate() {
+                let given = columns.iter().position(|&c| c == ci);
+                let value = if Some(ci) == coll.last_modified {
+                    "now()".to_owned()
+                } else if let Some(i) = given {
+                    param_expr(coll, ci, i + 4)
+                } else if replace
+                    && Some(ci) != coll.primary_key
+                    && !column.generated
+                    && column.ty != ColumnType::Unsupported
+                {
+                    "DEFAULT".to_owned()
+                } else {
+                    continue;
+                };
+                sets.push(format!("{} = {value}", quote_ident(&column.name)));
+            }
+            if sets.is_empty() {
+                // Nothing to change, but triggers still run and the row is still locked.
+                let pk = coll.primary_key.expect("writable");
+                let name = quote_ident(&coll.columns[pk].name);
+                sets.push(format!("{name} = t.{name}"));
+            }
+            format!(
+                "UPDATE {table} AS t SET {} WHERE {key} AND EXISTS (SELECT FROM ok) RETURNING {returning}",
+                sets.join(", ")
+            )
+        }
+    };
+    format!(
+        "WITH cur AS (SELECT md5(t::text) AS etag, {last_modified} AS lm FROM {table} AS t WHERE {key} FOR UPDATE), \
+         ok AS (SELECT FROM cur WHERE ($2::text[] IS NULL OR cur.etag = ANY($2::text[]) OR '*' = ANY($2::text[])) \
+                AND ($3::timestamptz IS NULL OR cur.lm IS NULL OR date_trunc('second', cur.lm) <= $3)), \
+         done AS ({done}) \
+         SELECT (SELECT count(*) FROM cur) > 0, done.* FROM (SELECT) AS one LEFT JOIN done ON true"
+    )
+}
+
+/// `INSERT` of a feature whose key (`$1`) the client chose, returning it as stored.
+pub fn insert_item(coll: &Collection, columns: &[usize]) -> String {
+    let pk = coll
+        .primary_key
+        .expect("only writable collections are inserted into");
+    let mut names = vec![quote_ident(&coll.columns[pk].name)];
+    let mut values = vec![format!("$1::text::{}", coll.columns[pk].type_sql)];
+    for (i, &ci) in columns.iter().enumerate() {
+        names.push(quote_ident(&coll.columns[ci].name));
+        values.push(param_expr(coll, ci, i + 2));
+    }
+    format!(
+        "INSERT INTO {} AS t ({}) VALUES ({}) RETURNING {}",
+        coll.qualified_name(),
+        names.join(", "),
+        values.join(", "),
+        read_sql::feature_columns(coll)
+    )
 }

@@ -1,10 +1,13 @@
 //! Integration tests against a real PostgreSQL + PostGIS (see `make test`).
 
 mod catalog;
+mod clients;
 mod copy;
 mod defaults;
 mod failures;
 mod geometries;
+mod ogc_read;
+mod ogc_write;
 mod openapi;
 mod round_trips;
 mod support;

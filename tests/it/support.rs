@@ -190,6 +190,22 @@ impl TestApp {
         .await
     }
 
+    /// Send `method` to `path` with headers and a body (empty when `None`).
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<String>,
+    ) -> TestResponse {
+        let mut req = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        self.request(req.body(body.map(Body::from).unwrap_or_default()).unwrap())
+            .await
+    }
+
     /// GET a path.
     pub async fn get(&self, path: &str) -> TestResponse {
         self.request(Request::get(path).body(Body::empty()).unwrap())
@@ -228,4 +244,44 @@ pub async fn via_proxy(db: &TestDb, one_way: Duration) -> (Proxy, Config) {
         .url
         .replace(&pg.to_string(), &proxy.local_addr().to_string());
     (proxy, Config::for_database(&url))
+}
+
+/// The app on a real TCP port, for clients nobody here wrote (GDAL, OWSLib).
+pub struct Served {
+    /// `http://127.0.0.1:port`
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Served {
+    /// Serve `app`'s state until dropped.
+    pub async fn start(app: &TestApp) -> Served {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(featurepipe::serve(listener, app.state.clone(), async {
+            let _ = stopped.await;
+        }));
+        Served {
+            url,
+            stop: Some(stop),
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Run a program to completion without blocking the runtime; panics when it cannot start.
+pub async fn run(program: &str, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(program)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("{program} cannot be run ({e}); `make test` installs it"))
 }

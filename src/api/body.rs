@@ -1,0 +1,77 @@
+//! Reading request bodies: size limit, content type.
+
+use axum::body::Body;
+use axum::http::HeaderValue;
+use axum::http::{header, HeaderMap, StatusCode};
+use futures_util::StreamExt;
+
+use crate::error::ApiError;
+
+/// Read the whole body into one buffer sized from `Content-Length`, so that
+/// a large body is held once (collecting chunks and joining them would hold it twice).
+pub async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            format!("the body is larger than the limit of {max} bytes (FEATUREPIPE_MAX_BODY)"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0));
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "unreadable-body",
+                format!("cannot read the request body: {e}"),
+            )
+        })?;
+        if buf.len() + chunk.len() > max {
+            return Err(too_large());
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
+}
+
+/// Check that the body's media type is one of `accepted` (parameters allowed).
+pub fn check_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), ApiError> {
+    let list = accepted.join(", ");
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "missing-content-type",
+            format!("a Content-Type header is required: {list}"),
+        ));
+    };
+    let essence = value
+        .to_str()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if accepted.contains(&essence.as_str()) {
+        return Ok(());
+    }
+    let mut e = ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+        format!(
+            "Content-Type '{}' is not accepted: use {list}",
+            value.to_str().unwrap_or("(not text)")
+        ),
+    );
+    if let Ok(v) = HeaderValue::from_str(&list) {
+        e = e.with_header(header::ACCEPT, v);
+    }
+    Err(e)
+}

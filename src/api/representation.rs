@@ -1,0 +1,230 @@
+//! HTTP details shared by the item endpoints: allowed methods, `Prefer`,
+//! validators (`ETag`, `Last-Modified`) and the preconditions built on them.
+
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+
+use super::links::BaseUrl;
+use crate::catalog::Collection;
+use crate::error::ApiError;
+use crate::read::params::percent_encode;
+use crate::read::StoredFeature;
+use crate::write::item::Precondition;
+
+/// GeoJSON's media type.
+pub const GEOJSON: &str = "application/geo+json";
+/// Bodies accepted by POST and PUT.
+pub const FEATURE_TYPES: &[&str] = &[GEOJSON, "application/json"];
+/// Bodies accepted by PATCH: a JSON merge patch of the feature.
+pub const PATCH_TYPES: &[&str] = &["application/merge-patch+json", GEOJSON, "application/json"];
+
+/// Methods on `/collections/{id}/items` for this collection.
+pub fn items_allow(coll: &Collection) -> &'static str {
+    if coll.is_writable() {
+        "GET, HEAD, POST, OPTIONS"
+    } else {
+        "GET, HEAD, OPTIONS"
+    }
+}
+
+/// Methods on `/collections/{id}/items/{featureId}` for this collection.
+pub fn item_allow(coll: &Collection) -> &'static str {
+    if coll.is_writable() {
+        "GET, HEAD, PUT, PATCH, DELETE, OPTIONS"
+    } else {
+        "GET, HEAD, OPTIONS"
+    }
+}
+
+/// 405 for a write to a read-only collection, with the methods it does allow.
+pub fn check_writable(coll: &Collection, allow: &'static str) -> Result<(), ApiError> {
+    if coll.is_writable() {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "read-only-collection",
+        format!(
+            "'{}' is read-only: its table has no single-column primary key",
+            coll.id
+        ),
+    )
+    .with_header(header::ALLOW, HeaderValue::from_static(allow)))
+}
+
+/// 200 with `Allow` and, for writable collections, the `Accept-*` header of the write.
+pub fn options_response(
+    allow: &'static str,
+    accepts: Option<(&'static str, &'static str)>,
+) -> Response {
+    let mut response = StatusCode::OK.into_response();
+    let h = response.headers_mut();
+    h.insert(header::ALLOW, HeaderValue::from_static(allow));
+    if let Some((name, value)) = accepts {
+        h.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// Whether clients choose keys: the key column has no default, so PUT may create.
+pub fn client_keys(coll: &Collection) -> bool {
+    coll.primary_key.is_some_and(|pk| {
+        let key = &coll.columns[pk];
+        !key.has_default() && !key.generated && !coll.before_insert_trigger
+    })
+}
+
+/// The path of a feature.
+pub fn item_path(coll: &Collection, id: &str) -> String {
+    format!(
+        "/collections/{}/items/{}",
+        percent_encode(&coll.id),
+        percent_encode(id)
+    )
+}
+
+/// Point `Location` at the feature keyed `id`.
+pub fn set_location(response: &mut Response, base: &BaseUrl, coll: &Collection, id: &str) {
+    if let Ok(v) = HeaderValue::from_str(&format!("{}{}", base.0, item_path(coll, id))) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+}
+
+/// `Prefer: return=…` (RFC 7240).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Return {
+    /// Not asked for.
+    Unspecified,
+    /// `return=minimal`: no body.
+    Minimal,
+    /// `return=representation`: the feature as stored.
+    Representation,
+}
+
+impl Return {
+    /// Read the `return` preference of a request.
+    pub fn from_headers(headers: &HeaderMap) -> Self {
+        let mut result = Return::Unspecified;
+        for value in headers.get_all("prefer") {
+            for token in value.to_str().unwrap_or("").split(',') {
+                match token.trim().to_ascii_lowercase().replace(' ', "").as_str() {
+                    "return=minimal" => result = Return::Minimal,
+                    "return=representation" => result = Return::Representation,
+                    _ => {}
+                }
+            }
+        }
+        result
+    }
+
+    /// The `Preference-Applied` value, when a preference was honoured.
+    fn applied(self) -> Option<&'static str> {
+        match self {
+            Return::Unspecified => None,
+            Return::Minimal => Some("return=minimal"),
+            Return::Representation => Some("return=representation"),
+        }
+    }
+}
+
+/// `If-Match` and `If-Unmodified-Since` of a request.
+pub fn precondition(headers: &HeaderMap) -> Precondition {
+    let if_match = headers.get(header::IF_MATCH).map(|v| {
+        v.to_str()
+            .unwrap_or("")
+            .split(',')
+            .map(|t| t.trim().trim_matches('"').to_owned())
+            .collect()
+    });
+    // An invalid date is ignored (RFC 9110 13.1.4).
+    let if_unmodified_since = headers
+        .get(header::IF_UNMODIFIED_SINCE)
+        .and_then(|v| DateTime::parse_from_rfc2822(v.to_str().ok()?).ok())
+        .map(|d| d.with_timezone(&Utc));
+    Precondition {
+        if_match,
+        if_unmodified_since,
+    }
+}
+
+/// 412: the feature changed since the client read it.
+pub fn precondition_failed(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::PRECONDITION_FAILED,
+        "precondition-failed",
+        format!("feature '{id}' has changed since it was read (If-Match / If-Unmodified-Since); read it again"),
+    )
+}
+
+/// 404 for a feature that does not exist.
+pub fn unknown_feature(coll: &Collection, id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "unknown-feature",
+        format!("collection '{}' has no feature '{id}'", coll.id),
+    )
+}
+
+/// The validator headers of a stored feature.
+fn validators(feature: &StoredFeature, headers: &mut HeaderMap) {
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", feature.etag)) {
+        headers.insert(header::ETAG, v);
+    }
+    if let Some(t) = feature.last_modified {
+        let date = t.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+        if let Ok(v) = HeaderValue::from_str(&date) {
+            headers.insert(header::LAST_MODIFIED, v);
+        }
+    }
+}
+
+/// The feature with its links, as the body of a response.
+fn with_links(feature: &StoredFeature, base: &BaseUrl, coll: &Collection, id: &str) -> String {
+    let links = serde_json::json!([
+        base.link(&item_path(coll, id), "self", GEOJSON, "This feature"),
+        base.link(
+            &format!("/collections/{}", percent_encode(&coll.id)),
+            "collection",
+            "application/json",
+            "The collection"
+        ),
+    ]);
+    // PostgreSQL built the object; add one member before its closing brace.
+    let body = feature.json.trim_end();
+    let inner = body.strip_suffix('}').unwrap_or(body);
+    format!("{inner}, \"links\": {links}}}")
+}
+
+/// A response about one feature: with its body when `preference` (or the
+/// method) calls for one, always with its validators.
+pub fn feature_response(
+    status: StatusCode,
+    feature: &StoredFeature,
+    preference: Return,
+    base: &BaseUrl,
+    coll: &Collection,
+    id: &str,
+) -> Response {
+    let mut response = if preference == Return::Representation {
+        (
+            status,
+            [(header::CONTENT_TYPE, HeaderValue::from_static(GEOJSON))],
+            with_links(feature, base, coll, id),
+        )
+            .into_response()
+    } else {
+        let status = if status == StatusCode::OK {
+            StatusCode::NO_CONTENT
+        } else {
+            status
+        };
+        status.into_response()
+    };
+    let headers = response.headers_mut();
+    validators(feature, headers);
+    if let Some(applied) = preference.applied() {
+        headers.insert("preference-applied", HeaderValue::from_static(applied));
+    }
+    response
+}

@@ -1,0 +1,113 @@
+//! PUT, PATCH and DELETE of one feature, and PUT creating one with a client
+//! key. Each is a single statement: the row is locked, the preconditions are
+//! checked and the change is made in one round trip.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+use super::dberror::{api_error, feature_error};
+use super::sql::{change_item, insert_item, ItemChange};
+use crate::catalog::Collection;
+use crate::db::Database;
+use crate::error::ApiError;
+use crate::feature::value::SqlValue;
+use crate::read::StoredFeature;
+
+/// `If-Match` and `If-Unmodified-Since`, as given.
+#[derive(Debug, Default, Clone)]
+pub struct Precondition {
+    /// Entity tags without quotes (`*` for any); `None` when not given.
+    pub if_match: Option<Vec<String>>,
+    /// Compared with the last-modified column, to the second.
+    pub if_unmodified_since: Option<DateTime<Utc>>,
+}
+
+/// What happened to the feature.
+#[derive(Debug)]
+pub enum Outcome {
+    /// No feature has this key.
+    Missing,
+    /// The feature exists but a precondition does not hold: nothing changed.
+    PreconditionFailed,
+    /// Changed; the feature as stored now (`None` after a delete).
+    Done(Option<StoredFeature>),
+}
+
+/// A database error about this one feature: its status, with the constraint and column.
+fn item_error(coll: &Collection, err: &tokio_postgres::Error) -> ApiError {
+    let (status, field) = feature_error(coll, Some(0), "", err);
+    api_error(
+        status,
+        format!("the feature was not written: {}", field.message),
+    )
+    .with_errors(vec![field])
+}
+
+/// Replace, update or delete the feature keyed `id` if `pre` holds.
+pub async fn change(
+    db: &Database,
+    coll: &Collection,
+    id: &str,
+    change: ItemChange<'_>,
+    values: &[SqlValue],
+    pre: &Precondition,
+) -> Result<Outcome, ApiError> {
+    let leading: [&(dyn ToSql + Sync); 3] = [&id, &pre.if_match, &pre.if_unmodified_since];
+    let row = match query_one(db, &change_item(coll, change), &leading, values).await? {
+        Ok(row) => row,
+        // An id that cannot be a key of this type names no feature.
+        Err(e)
+            if e.code()
+                .is_some_and(|c| c.code() == "22P02" || c.code() == "22003") =>
+        {
+            return Ok(Outcome::Missing)
+        }
+        Err(e) => return Err(item_error(coll, &e)),
+    };
+    let existed: bool = row.get(0);
+    let done: Option<bool> = row.get(1);
+    Ok(match (existed, done) {
+        (false, _) => Outcome::Missing,
+        (true, None) => Outcome::PreconditionFailed,
+        (true, Some(_)) => {
+            Outcome::Done(row.get::<_, Option<String>>(2).map(|json| StoredFeature {
+                json,
+                etag: row.get(3),
+                last_modified: row.get(4),
+            }))
+        }
+    })
+}
+
+/// Create the feature keyed `id` (PUT on a collection whose keys clients choose).
+pub async fn create(
+    db: &Database,
+    coll: &Collection,
+    id: &str,
+    columns: &[usize],
+    values: &[SqlValue],
+) -> Result<StoredFeature, ApiError> {
+    query_one(db, &insert_item(coll, columns), &[&id], values)
+        .await?
+        .map(StoredFeature::from)
+        .map_err(|e| item_error(coll, &e))
+}
+
+/// Run `sql` (prepared once per connection) with `leading` then `values` as
+/// parameters; the outer error is the connection's, the inner the statement's.
+async fn query_one(
+    db: &Database,
+    sql: &str,
+    leading: &[&(dyn ToSql + Sync)],
+    values: &[SqlValue],
+) -> Result<Result<Row, tokio_postgres::Error>, ApiError> {
+    let client = db.connection().await?;
+    let statement = match client.prepare_cached(sql).await {
+        Ok(statement) => statement,
+        Err(e) => return Ok(Err(e)),
+    };
+    let mut params = leading.to_vec();
+    params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
+    Ok(client.query_one(&statement, &params).await)
+}
