@@ -17,18 +17,27 @@ pg_major() {
 
 # Install PostGIS for the server's major version when it is missing (as root), or say what to install.
 ensure_postgis() {
-    local major pkg
+    local major
     major=$(pg_major) || return 1
-    pkg="postgresql-$major-postgis-3"
-    if [ -f "/usr/share/postgresql/$major/extension/postgis.control" ]; then
+    ensure_package "/usr/share/postgresql/$major/extension/postgis.control" "postgresql-$major-postgis-3"
+}
+
+# ensure_package FILE PACKAGE: install the Debian package with apt-get unless FILE exists.
+ensure_package() {
+    local file=$1 pkg=$2
+    if [ -e "$file" ]; then
         return 0
     fi
     if [ "$(id -u)" -ne 0 ]; then
-        echo "featurepipe: PostGIS is not installed; run as root: apt-get install $pkg" >&2
+        echo "featurepipe: $pkg is not installed; run as root: apt-get install $pkg" >&2
         return 1
     fi
     echo "featurepipe: installing $pkg with apt-get" >&2
-    apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >&2
+    if [ -z "${apt_updated:-}" ]; then
+        apt-get update -q >&2
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >&2
 }
 
 # PostgreSQL refuses to run as root: as root, run server commands as the postgres user.

@@ -6,6 +6,15 @@ cd "$(dirname "$0")/.."
 . scripts/pg.sh
 
 ensure_postgis
+# Clients nobody here wrote, used by tests/it/clients.rs: GDAL's ogrinfo, and
+# OWSLib in a virtualenv under target/ (built once, like cargo's output).
+ensure_package /usr/bin/ogrinfo gdal-bin
+venv=target/client-venv
+if ! "$venv/bin/python" -c 'import owslib' 2>/dev/null; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q 'OWSLib==0.35.0'
+fi
+export FEATUREPIPE_TEST_PYTHON="$PWD/$venv/bin/python"
 throwaway_cluster fast
 port=$cluster_port
 # Each test creates its own database from this template, so tests run in parallel.

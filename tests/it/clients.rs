@@ -1,0 +1,101 @@
+//! Real clients that nobody here wrote: GDAL's OGC API - Features driver reads
+//! what featurepipe serves.
+
+use crate::support::{run, Served, TestApp};
+
+const SETUP: &str = "
+    CREATE TABLE stations (id serial PRIMARY KEY, name text, elevation float8,
+                           geom geometry(Point, 4326));
+    INSERT INTO stations (name, elevation, geom)
+         SELECT 'station ' || i, i * 10.5, ST_SetSRID(ST_MakePoint(i * 0.25, 45 + i * 0.125), 4326)
+           FROM generate_series(1, 23) AS i;
+    CREATE TABLE lakes (gid int PRIMARY KEY, name text, geom geometry(Polygon, 25832));
+    INSERT INTO lakes VALUES (1, 'square', ST_Transform(ST_GeomFromText(
+        'POLYGON((9 50, 9.01 50, 9.01 50.01, 9 50.01, 9 50))', 4326), 25832));
+";
+
+#[tokio::test]
+async fn gdal_lists_collections_and_reads_every_feature() {
+    let app = TestApp::new(SETUP).await;
+    let served = Served::start(&app).await;
+    let source = format!("OAPIF:{}", served.url);
+    let out = run("ogrinfo", &["-ro", "-q", &source]).await;
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{listing}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        listing.contains("stations") && listing.contains("lakes"),
+        "{listing}"
+    );
+
+    // Page size 10 forces GDAL to follow next links over 3 pages.
+    let out = run(
+        "ogrinfo",
+        &["-ro", "-al", "-oo", "PAGE_SIZE=10", &source, "stations"],
+    )
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.matches("OGRFeature(stations)").count(), 23, "{text}");
+    assert!(text.contains("name (String) = station 7"), "{text}");
+    assert!(text.contains("POINT (1.75 45.875)"), "{text}");
+
+    let out = run("ogrinfo", &["-ro", "-al", &source, "lakes"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    // Stored in UTM; read back in longitude/latitude.
+    assert!(
+        text.contains("POLYGON ((9.0 50.0,9.01 50.0,9.01 50.01,9.0 50.01,9.0 50.0))"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn owslib_creates_replaces_and_deletes() {
+    let app = TestApp::new(SETUP).await;
+    // Watch the table from the database side while OWSLib works.
+    app.db
+        .client
+        .batch_execute(
+            "CREATE TABLE seen (op text, name text, wkt text);
+             CREATE FUNCTION log() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               IF TG_OP = 'DELETE' THEN INSERT INTO seen VALUES (TG_OP, OLD.name, NULL);
+               ELSE INSERT INTO seen VALUES (TG_OP, NEW.name, ST_AsText(NEW.geom)); END IF;
+               RETURN NULL;
+             END $$;
+             CREATE TRIGGER log AFTER INSERT OR UPDATE OR DELETE ON stations
+               FOR EACH ROW EXECUTE FUNCTION log();",
+        )
+        .await
+        .unwrap();
+    let served = Served::start(&app).await;
+    let python = std::env::var("FEATUREPIPE_TEST_PYTHON")
+        .expect("FEATUREPIPE_TEST_PYTHON is not set: run the tests with `make test`");
+    let out = run(&python, &["tests/clients/owslib_crud.py", &served.url]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.trim(), "24");
+    let log = app
+        .db
+        .text("SELECT string_agg(concat_ws(' ', op, name, wkt), '; ') FROM seen")
+        .await;
+    assert_eq!(
+        log.as_deref(),
+        Some(
+            "INSERT from owslib POINT(1.5 2.5); UPDATE replaced by owslib POINT(-3 4); \
+             DELETE replaced by owslib"
+        )
+    );
+}
