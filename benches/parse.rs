@@ -2,8 +2,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use featurepipe::catalog::{Collection, Column, ColumnType, Identity, ScalarType};
-use featurepipe::feature::parse_body;
-use featurepipe::geometry::GeometryColumn;
+use featurepipe::feature::{parse_body, Reading};
+use featurepipe::geometry::{Crs, GeometryColumn};
 use serde_json::json;
 
 #[global_allocator]
@@ -45,6 +45,7 @@ fn points_table() -> Collection {
         primary_key: Some(0),
         before_insert_trigger: false,
         last_modified: None,
+        crs: vec![Crs::crs84()],
     }
 }
 
@@ -62,7 +63,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse_validate_encode");
     group.throughput(Throughput::Bytes(body.len() as u64));
     group.bench_function("10k points", |b| {
-        b.iter(|| parse_body(&body, &table).expect("valid"))
+        b.iter(|| parse_body(&body, &table, &Reading::default()).expect("valid"))
     });
     group.finish();
 }

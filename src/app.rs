@@ -79,6 +79,10 @@ pub fn router(state: AppState) -> Router {
         .route("/collections", get(api::collections::list))
         .route("/collections/{collection_id}", get(api::collections::one))
         .route(
+            "/collections/{collection_id}/schema",
+            get(api::collections::schema),
+        )
+        .route(
             "/collections/{collection_id}/items",
             get(api::items::list)
                 .post(api::items::create)

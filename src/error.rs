@@ -118,6 +118,11 @@ impl ApiError {
         self
     }
 
+    /// The detail line.
+    pub fn detail(&self) -> &str {
+        &self.0.detail
+    }
+
     /// 500 for a fault of the service or the database that the client cannot fix.
     pub fn internal(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail)

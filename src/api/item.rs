@@ -11,13 +11,15 @@ use super::links::BaseUrl;
 use super::query_pairs;
 use super::representation::{
     check_writable, client_keys, feature_response, item_allow, options_response, precondition,
-    precondition_failed, set_location, unknown_feature, Return, FEATURE_TYPES, PATCH_TYPES,
+    precondition_failed, reading, set_location, set_preference_applied, unknown_feature, Return,
+    FEATURE_TYPES, PATCH_TYPES,
 };
 use crate::app::AppState;
 use crate::catalog::Collection;
 use crate::error::{ApiError, FieldError};
-use crate::feature::{parse_item, ItemBody, Purpose, MALFORMED};
-use crate::read::params::only_format;
+use crate::feature::{parse_item, ItemBody, Purpose, Reading, MALFORMED};
+use crate::geometry::Crs;
+use crate::read::params::{check_format, offered_crs, unknown_parameter};
 use crate::read::{self};
 use crate::write::item::{self, Outcome};
 use crate::write::sql::ItemChange;
@@ -31,8 +33,15 @@ pub async fn get(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
-    only_format(&query_pairs(query.as_deref())?)?;
-    let stored = read::item(&state.db, &coll, &id)
+    let mut crs = &coll.crs[0];
+    for (name, value) in query_pairs(query.as_deref())? {
+        match name.as_str() {
+            "f" => check_format(&value)?,
+            "crs" => crs = offered_crs(&coll, &name, &value)?,
+            _ => return Err(unknown_parameter(&name, "f and crs")),
+        }
+    }
+    let stored = read::item(&state.db, &coll, &id, crs)
         .await?
         .ok_or_else(|| unknown_feature(&coll, &id))?;
     let tag = format!("\"{}\"", stored.etag);
@@ -47,16 +56,15 @@ pub async fn get(
         }
         return Ok(response);
     }
-    let mut response = feature_response(
+    Ok(feature_response(
         StatusCode::OK,
         &stored,
         Return::Representation,
         &base,
         &coll,
         &id,
-    );
-    response.headers_mut().remove("preference-applied");
-    Ok(response)
+        crs,
+    ))
 }
 
 /// Read and validate a PUT or PATCH body; its `id`, if any, must be the URL's.
@@ -67,6 +75,7 @@ async fn item_body(
     headers: &HeaderMap,
     body: Body,
     purpose: Purpose,
+    how: &Reading,
 ) -> Result<ItemBody, ApiError> {
     let accepted = if purpose == Purpose::Patch {
         PATCH_TYPES
@@ -75,7 +84,7 @@ async fn item_body(
     };
     check_content_type(headers, accepted)?;
     let body = read_body(headers, body, state.max_body).await?;
-    let parsed = parse_item(&body, coll, purpose)?;
+    let parsed = parse_item(&body, coll, purpose, how)?;
     let mismatch = |pointer: &str, given: &str| {
         let message = format!("the feature id is '{id}' (from the URL), the body says '{given}'; an id cannot be changed");
         ApiError::new(StatusCode::BAD_REQUEST, "id-mismatch", message.clone()).with_errors(vec![
@@ -99,20 +108,24 @@ fn changed(
     id: &str,
     base: &BaseUrl,
     headers: &HeaderMap,
+    crs: &Crs,
 ) -> Result<Response, ApiError> {
-    match outcome {
-        Outcome::Missing => Err(unknown_feature(coll, id)),
-        Outcome::PreconditionFailed => Err(precondition_failed(id)),
-        Outcome::Done(Some(stored)) => Ok(feature_response(
+    let mut response = match outcome {
+        Outcome::Missing => return Err(unknown_feature(coll, id)),
+        Outcome::PreconditionFailed => return Err(precondition_failed(id)),
+        Outcome::Done(Some(stored)) => feature_response(
             StatusCode::OK,
             &stored,
             Return::from_headers(headers),
             base,
             coll,
             id,
-        )),
-        Outcome::Done(None) => Ok(StatusCode::NO_CONTENT.into_response()),
-    }
+            crs,
+        ),
+        Outcome::Done(None) => StatusCode::NO_CONTENT.into_response(),
+    };
+    set_preference_applied(&mut response, headers, true);
+    Ok(response)
 }
 
 /// Validate a PUT or PATCH and make the change, if its preconditions hold.
@@ -123,16 +136,18 @@ async fn replace_or_update(
     headers: &HeaderMap,
     body: Body,
     purpose: Purpose,
-) -> Result<(ItemBody, Outcome), ApiError> {
+) -> Result<(ItemBody, Outcome, Crs), ApiError> {
     check_writable(coll, item_allow(coll))?;
-    let parsed = item_body(state, coll, id, headers, body, purpose).await?;
+    let how = reading(headers, coll)?;
+    let parsed = item_body(state, coll, id, headers, body, purpose, &how).await?;
+    let crs = how.crs;
     let change = match purpose {
         Purpose::Patch => ItemChange::Update(&parsed.columns),
         _ => ItemChange::Replace(&parsed.columns),
     };
     let pre = precondition(headers);
-    let outcome = item::change(&state.db, coll, id, change, &parsed.values, &pre).await?;
-    Ok((parsed, outcome))
+    let outcome = item::change(&state.db, coll, id, change, &parsed.values, &pre, &crs).await?;
+    Ok((parsed, outcome, crs))
 }
 
 /// Replace the feature; create it (201) where clients choose keys.
@@ -144,18 +159,27 @@ pub async fn put(
     body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
-    let (parsed, outcome) =
+    let (parsed, outcome, crs) =
         replace_or_update(&state, &coll, &id, &headers, body, Purpose::Replace).await?;
     let creates = client_keys(&coll) && !headers.contains_key(header::IF_MATCH);
     if matches!(outcome, Outcome::Missing) && creates {
-        let stored = item::create(&state.db, &coll, &id, &parsed.columns, &parsed.values).await?;
+        let stored =
+            item::create(&state.db, &coll, &id, &parsed.columns, &parsed.values, &crs).await?;
         let preference = Return::from_headers(&headers);
-        let mut response =
-            feature_response(StatusCode::CREATED, &stored, preference, &base, &coll, &id);
+        let mut response = feature_response(
+            StatusCode::CREATED,
+            &stored,
+            preference,
+            &base,
+            &coll,
+            &id,
+            &crs,
+        );
         set_location(&mut response, &base, &coll, &id);
+        set_preference_applied(&mut response, &headers, true);
         return Ok(response);
     }
-    changed(outcome, &coll, &id, &base, &headers)
+    changed(outcome, &coll, &id, &base, &headers, &crs)
 }
 
 /// Apply a JSON merge patch: named properties change (null: NULL), a geometry replaces the old.
@@ -167,9 +191,9 @@ pub async fn patch(
     body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
-    let (_, outcome) =
+    let (_, outcome, crs) =
         replace_or_update(&state, &coll, &id, &headers, body, Purpose::Patch).await?;
-    changed(outcome, &coll, &id, &base, &headers)
+    changed(outcome, &coll, &id, &base, &headers, &crs)
 }
 
 /// Delete the feature: 204, or 404 when there is none.
@@ -182,8 +206,9 @@ pub async fn delete(
     let coll = state.collection(&collection_id)?;
     check_writable(&coll, item_allow(&coll))?;
     let pre = precondition(&headers);
-    let outcome = item::change(&state.db, &coll, &id, ItemChange::Delete, &[], &pre).await?;
-    changed(outcome, &coll, &id, &base, &headers)
+    let crs = &coll.crs[0];
+    let outcome = item::change(&state.db, &coll, &id, ItemChange::Delete, &[], &pre, crs).await?;
+    changed(outcome, &coll, &id, &base, &headers, crs)
 }
 
 /// `OPTIONS`: the methods this collection allows on a feature and what PATCH takes.

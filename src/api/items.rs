@@ -12,8 +12,8 @@ use super::body::{check_content_type, read_body};
 use super::links::BaseUrl;
 use super::query_pairs;
 use super::representation::{
-    check_writable, feature_response, items_allow, options_response, set_location, Return,
-    FEATURE_TYPES, GEOJSON,
+    check_writable, feature_response, items_allow, options_response, reading, set_content_crs,
+    set_location, set_preference_applied, Return, FEATURE_TYPES, GEOJSON,
 };
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -79,11 +79,13 @@ pub async fn list(
         body.push_str(&f.json);
     }
     body.push_str("]}");
-    Ok((
+    let mut response = (
         [(header::CONTENT_TYPE, HeaderValue::from_static(GEOJSON))],
         body,
     )
-        .into_response())
+        .into_response();
+    set_content_crs(response.headers_mut(), &query.crs);
+    Ok(response)
 }
 
 /// Create features; 201 with the ids in feature order and a per-batch report.
@@ -99,29 +101,40 @@ pub async fn create(
     let coll = state.collection(&collection_id)?;
     check_writable(&coll, items_allow(&coll))?;
     check_content_type(&headers, FEATURE_TYPES)?;
+    let how = reading(&headers, &coll)?;
+    let crs = how.crs.clone();
     let body = read_body(&headers, body, state.max_body).await?;
     // Parsing tens of MiB is CPU work: keep it off the async workers.
     let parse_coll = coll.clone();
-    let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll))
+    let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll, &how))
         .await
         .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
     let single = parsed.single;
     let report = write_features(state.db.clone(), coll.clone(), parsed, state.write).await?;
     let Some(id) = report.ids.text(0).filter(|_| single) else {
-        return Ok((StatusCode::CREATED, Json(&report)).into_response());
+        let mut response = (StatusCode::CREATED, Json(&report)).into_response();
+        set_preference_applied(&mut response, &headers, false);
+        return Ok(response);
     };
     let preference = Return::from_headers(&headers);
     let mut response = match preference {
         Return::Unspecified => (StatusCode::CREATED, Json(&report)).into_response(),
-        _ => match read::item(&state.db, &coll, &id).await? {
-            Some(stored) => {
-                feature_response(StatusCode::CREATED, &stored, preference, &base, &coll, &id)
-            }
+        _ => match read::item(&state.db, &coll, &id, &crs).await? {
+            Some(stored) => feature_response(
+                StatusCode::CREATED,
+                &stored,
+                preference,
+                &base,
+                &coll,
+                &id,
+                &crs,
+            ),
             // Gone already (deleted by another request): the report still tells the id.
             None => (StatusCode::CREATED, Json(&report)).into_response(),
         },
     };
     set_location(&mut response, &base, &coll, &id);
+    set_preference_applied(&mut response, &headers, preference != Return::Unspecified);
     Ok(response)
 }
 

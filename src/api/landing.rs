@@ -9,11 +9,26 @@ use super::query_pairs;
 use crate::error::ApiError;
 use crate::read::params::only_format;
 
-/// The conformance classes this service implements.
+/// The conformance classes this service implements. Part 4's classes are
+/// listed under both URI families clients look for.
 pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/core",
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/geojson",
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/oas30",
+    "http://www.opengis.net/spec/ogcapi-features-2/1.0/conf/crs",
+    "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/create-replace-delete",
+    "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/update",
+    "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/optimistic-locking-etags",
+    "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/optimistic-locking-timestamps",
+    "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/return-resource-representation-in-response",
+    "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/handling",
+    "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/features",
+    "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/create-replace-delete",
+    "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/update",
+    "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/optimistic-locking-etags",
+    "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/optimistic-locking-timestamps",
+    "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/return-resource-representation-in-response",
+    "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/handling",
 ];
 
 /// The landing page: where the API, its conformance and its data are.

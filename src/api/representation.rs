@@ -8,7 +8,9 @@ use chrono::{DateTime, Utc};
 use super::links::BaseUrl;
 use crate::catalog::Collection;
 use crate::error::ApiError;
-use crate::read::params::percent_encode;
+use crate::feature::Reading;
+use crate::geometry::Crs;
+use crate::read::params::{offered_crs, percent_encode};
 use crate::read::StoredFeature;
 use crate::write::item::Precondition;
 
@@ -102,28 +104,54 @@ pub enum Return {
     Representation,
 }
 
+/// The preferences (`return=…`, `handling=…`) of a request, lower-cased.
+fn preferences(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all("prefer")
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("").split(','))
+        .map(|t| t.trim().to_ascii_lowercase().replace(' ', ""))
+        .collect()
+}
+
 impl Return {
     /// Read the `return` preference of a request.
     pub fn from_headers(headers: &HeaderMap) -> Self {
         let mut result = Return::Unspecified;
-        for value in headers.get_all("prefer") {
-            for token in value.to_str().unwrap_or("").split(',') {
-                match token.trim().to_ascii_lowercase().replace(' ', "").as_str() {
-                    "return=minimal" => result = Return::Minimal,
-                    "return=representation" => result = Return::Representation,
-                    _ => {}
-                }
+        for p in preferences(headers) {
+            match p.as_str() {
+                "return=minimal" => result = Return::Minimal,
+                "return=representation" => result = Return::Representation,
+                _ => {}
             }
         }
         result
     }
+}
 
-    /// The `Preference-Applied` value, when a preference was honoured.
-    fn applied(self) -> Option<&'static str> {
-        match self {
-            Return::Unspecified => None,
-            Return::Minimal => Some("return=minimal"),
-            Return::Representation => Some("return=representation"),
+/// How the body of a write is read: its `Content-Crs`, and `Prefer:
+/// handling=lenient` (unknown properties ignored) or `strict` (the default).
+pub fn reading(headers: &HeaderMap, coll: &Collection) -> Result<Reading, ApiError> {
+    Ok(Reading {
+        crs: body_crs(headers, coll)?.clone(),
+        lenient: preferences(headers).iter().any(|p| p == "handling=lenient"),
+    })
+}
+
+/// `Preference-Applied`: the request's `handling` preference, and its
+/// `return` preference when `return_honoured`.
+pub fn set_preference_applied(response: &mut Response, headers: &HeaderMap, return_honoured: bool) {
+    let applied: Vec<String> = preferences(headers)
+        .into_iter()
+        .filter(|p| {
+            matches!(p.as_str(), "handling=strict" | "handling=lenient")
+                || (return_honoured
+                    && matches!(p.as_str(), "return=minimal" | "return=representation"))
+        })
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&applied.join(", ")) {
+        if !applied.is_empty() {
+            response.headers_mut().insert("preference-applied", v);
         }
     }
 }
@@ -166,6 +194,27 @@ pub fn unknown_feature(coll: &Collection, id: &str) -> ApiError {
     )
 }
 
+/// `Content-Crs: <uri>` (OGC API - Features Part 2).
+pub fn set_content_crs(headers: &mut HeaderMap, crs: &Crs) {
+    if let Ok(v) = HeaderValue::from_str(&format!("<{}>", crs.uri)) {
+        headers.insert("content-crs", v);
+    }
+}
+
+/// The CRS of a request body: its `Content-Crs`, CRS84 without one.
+fn body_crs<'c>(headers: &HeaderMap, coll: &'c Collection) -> Result<&'c Crs, ApiError> {
+    match headers.get("content-crs") {
+        None => Ok(&coll.crs[0]),
+        Some(v) => offered_crs(coll, "Content-Crs", v.to_str().unwrap_or("")).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "unsupported-crs",
+                e.detail().replace("query parameter ", "header "),
+            )
+        }),
+    }
+}
+
 /// The validator headers of a stored feature.
 fn validators(feature: &StoredFeature, headers: &mut HeaderMap) {
     if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", feature.etag)) {
@@ -196,8 +245,8 @@ fn with_links(feature: &StoredFeature, base: &BaseUrl, coll: &Collection, id: &s
     format!("{inner}, \"links\": {links}}}")
 }
 
-/// A response about one feature: with its body when `preference` (or the
-/// method) calls for one, always with its validators.
+/// A response about one feature (its geometry in `crs`): with its body when
+/// `preference` (or the method) calls for one, always with its validators.
 pub fn feature_response(
     status: StatusCode,
     feature: &StoredFeature,
@@ -205,6 +254,7 @@ pub fn feature_response(
     base: &BaseUrl,
     coll: &Collection,
     id: &str,
+    crs: &Crs,
 ) -> Response {
     let mut response = if preference == Return::Representation {
         (
@@ -223,8 +273,8 @@ pub fn feature_response(
     };
     let headers = response.headers_mut();
     validators(feature, headers);
-    if let Some(applied) = preference.applied() {
-        headers.insert("preference-applied", HeaderValue::from_static(applied));
+    if preference == Return::Representation {
+        set_content_crs(headers, crs);
     }
     response
 }

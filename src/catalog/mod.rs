@@ -1,12 +1,14 @@
 //! Introspection of the published tables: which tables are collections, and how
 //! each column is typed, defaulted and written.
 
+pub mod schema;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio_postgres::Client;
 
-use crate::geometry::GeometryColumn;
+use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
 
 /// A scalar PostgreSQL type that properties can be coerced into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +159,8 @@ pub struct Collection {
     pub before_insert_trigger: bool,
     /// The `timestamptz` column that says when a feature last changed, if any.
     pub last_modified: Option<usize>,
+    /// The CRSs features can be read and written in; CRS84 first.
+    pub crs: Vec<Crs>,
 }
 
 impl Collection {
@@ -181,6 +185,22 @@ impl Collection {
             ColumnType::Geometry(g) => g,
             _ => unreachable!("catalog only publishes tables whose geometry index is a geometry"),
         }
+    }
+
+    /// The offered CRS a request names (URI, `<URI>` or `[EPSG:n]`).
+    pub fn find_crs(&self, reference: &str) -> Option<&Crs> {
+        let uri = crs::normalize(reference);
+        self.crs.iter().find(|c| c.uri == uri)
+    }
+
+    /// The CRS features are stored in, when it is one of the offered.
+    pub fn storage_crs(&self) -> &Crs {
+        let srid = self.geometry_column().srid;
+        self.crs
+            .iter()
+            .rev()
+            .find(|c| c.srid == srid)
+            .unwrap_or(&self.crs[0])
     }
 
     /// Whether the key column's values are integers (reported as JSON numbers).
@@ -233,14 +253,22 @@ impl Catalog {
                 .push(raw);
         }
         let first_schema = schemas.first().map(String::as_str).unwrap_or("public");
-        let collections = tables
+        let mut collections: Vec<Collection> = tables
             .into_iter()
             .filter_map(|((schema, table), cols)| {
                 build_collection(first_schema, schema, table, cols)
             })
-            .map(|c| (c.id.clone(), Arc::new(c)))
             .collect();
-        Ok(Catalog { collections })
+        let known = known_crs(client, &collections).await?;
+        for coll in &mut collections {
+            coll.crs = offered_crs(coll, &known);
+        }
+        Ok(Catalog {
+            collections: collections
+                .into_iter()
+                .map(|c| (c.id.clone(), Arc::new(c)))
+                .collect(),
+        })
     }
 
     /// Look a collection up by id.
@@ -252,6 +280,44 @@ impl Catalog {
     pub fn collections(&self) -> impl Iterator<Item = &Collection> {
         self.collections.values().map(|c| c.as_ref())
     }
+}
+
+/// The EPSG CRSs PostGIS knows among those the collections may offer.
+async fn known_crs(
+    client: &Client,
+    collections: &[Collection],
+) -> Result<BTreeMap<i32, Crs>, tokio_postgres::Error> {
+    let mut codes: Vec<i32> = collections
+        .iter()
+        .map(|c| c.geometry_column().srid)
+        .collect();
+    codes.push(WGS84_SRID);
+    let rows = client
+        .query(
+            "SELECT auth_srid, srtext FROM spatial_ref_sys \
+              WHERE auth_name = 'EPSG' AND auth_srid = ANY($1) AND srid = auth_srid",
+            &[&codes],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let code: i32 = r.get(0);
+            let srtext: Option<String> = r.get(1);
+            (code, Crs::epsg(code, srtext.as_deref().unwrap_or("")))
+        })
+        .collect())
+}
+
+/// CRS84 first, then EPSG:4326 and the storage CRS where PostGIS knows them.
+fn offered_crs(coll: &Collection, known: &BTreeMap<i32, Crs>) -> Vec<Crs> {
+    let mut offered = vec![Crs::crs84()];
+    for code in [WGS84_SRID, coll.geometry_column().srid] {
+        if let Some(crs) = known.get(&code).filter(|c| !offered.contains(c)) {
+            offered.push(crs.clone());
+        }
+    }
+    offered
 }
 
 struct RawColumn {
@@ -326,6 +392,7 @@ fn build_collection(
     };
     Some(Collection {
         last_modified: last_modified_column(&columns),
+        crs: vec![Crs::crs84()],
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

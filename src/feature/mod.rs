@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use crate::catalog::{Collection, ColumnType};
 use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
 pub use crate::geometry::MALFORMED;
-use crate::geometry::{encode_geometry, GeometryIn};
+use crate::geometry::{encode_geometry, Crs, GeometryIn};
 use input::{is_string, BodySeed, FeatureIn, FeatureList, Properties};
 use serde::de::DeserializeSeed;
 use value::SqlValue;
@@ -44,12 +44,33 @@ pub struct ParsedBody {
     /// The distinct column sets the rows write (indices into the collection's
     /// columns, ascending); usually just one.
     pub shapes: Vec<Vec<usize>>,
+    /// The SRID the geometries are encoded in (the request's CRS).
+    pub srid: i32,
+}
+
+/// How a request's features are read.
+#[derive(Debug, Clone)]
+pub struct Reading {
+    /// The CRS of the geometries (`Content-Crs`).
+    pub crs: Crs,
+    /// `Prefer: handling=lenient`: properties the table has no column for are
+    /// ignored instead of refused.
+    pub lenient: bool,
+}
+
+impl Default for Reading {
+    fn default() -> Self {
+        Reading {
+            crs: Crs::crs84(),
+            lenient: false,
+        }
+    }
 }
 
 /// Parse a Feature or FeatureCollection and validate every feature against `coll`.
-pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError> {
+pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<ParsedBody, ApiError> {
     let body = utf8(body)?;
-    let mut v = Validator::new(coll);
+    let mut v = Validator::new(coll, how);
     // Room for as many rows as the body has features: growing by doubling
     // would briefly hold the rows twice, at the peak of a large request.
     let expected = memchr::memmem::find_iter(body.as_bytes(), b"\"Feature\"").count();
@@ -66,7 +87,7 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
     let kind = top.members.kind;
     let single = if kind.is_some_and(|k| is_string(k, "Feature")) {
         // Anything read as `features` of a Feature is not a feature.
-        v = Validator::new(coll);
+        v = Validator::new(coll, how);
         rows = v.feature(0, None, top.members).into_iter().collect();
         true
     } else if kind.is_some_and(|k| is_string(k, "FeatureCollection")) {
@@ -85,6 +106,7 @@ pub fn parse_body(body: &[u8], coll: &Collection) -> Result<ParsedBody, ApiError
             single,
             rows,
             shapes: v.shapes,
+            srid: how.crs.srid,
         });
     }
     Err(v.failure())
@@ -113,7 +135,12 @@ pub struct ItemBody {
 }
 
 /// Parse and validate the body of a PUT (`Replace`) or PATCH (`Patch`).
-pub fn parse_item(body: &[u8], coll: &Collection, purpose: Purpose) -> Result<ItemBody, ApiError> {
+pub fn parse_item(
+    body: &[u8],
+    coll: &Collection,
+    purpose: Purpose,
+    how: &Reading,
+) -> Result<ItemBody, ApiError> {
     let body = utf8(body)?;
     let feature: FeatureIn<'_> = serde_json::from_str(body).map_err(invalid_json)?;
     if !feature.is_object {
@@ -136,7 +163,7 @@ pub fn parse_item(body: &[u8], coll: &Collection, purpose: Purpose) -> Result<It
             ))
         }
     };
-    let mut v = Validator::new(coll);
+    let mut v = Validator::new(coll, how);
     v.purpose = purpose;
     match v.feature(0, None, feature) {
         Some(row) if v.total == 0 => Ok(ItemBody {
@@ -182,6 +209,7 @@ fn malformed(message: &str, pointer: &str) -> ApiError {
 
 struct Validator<'a> {
     coll: &'a Collection,
+    how: &'a Reading,
     /// The first problems, as many as a response lists.
     errors: Vec<FieldError>,
     /// All problems: a body of a million bad features must not hold a million errors.
@@ -203,9 +231,10 @@ fn at(index: Option<usize>, suffix: &str) -> String {
 }
 
 impl<'a> Validator<'a> {
-    fn new(coll: &'a Collection) -> Self {
+    fn new(coll: &'a Collection, how: &'a Reading) -> Self {
         Validator {
             coll,
+            how,
             errors: Vec::new(),
             total: 0,
             features_at_fault: 0,
@@ -334,7 +363,7 @@ impl<'a> Validator<'a> {
                 }
                 cells.push((gi, SqlValue::Null));
             }
-            Some(g) => match encode_geometry(&g, self.coll.geometry_column()) {
+            Some(g) => match encode_geometry(&g, self.coll.geometry_column(), &self.how.crs) {
                 Ok(wkb) => cells.push((gi, SqlValue::Ewkb(wkb))),
                 Err(e) => {
                     self.error(
@@ -366,6 +395,9 @@ impl<'a> Validator<'a> {
         let mut seen = Vec::with_capacity(props.len());
         for (name, raw) in props {
             let Some(ci) = self.coll.column_index(&name) else {
+                if self.how.lenient {
+                    continue;
+                }
                 self.error(
                     i,
                     pointer(&name, None),

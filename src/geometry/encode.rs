@@ -11,7 +11,7 @@ use std::fmt::{self, Write as _};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use super::{GeometryColumn, GeometryType, INPUT_SRID};
+use super::{Crs, GeometryColumn, GeometryType};
 use crate::json::Text;
 
 const EWKB_Z: u32 = 0x8000_0000;
@@ -149,7 +149,7 @@ impl<'de> Deserialize<'de> for Coords {
     }
 }
 
-/// Encode the GeoJSON geometry object in `json` as EWKB (SRID 4326) for `column`.
+/// Encode the CRS84 GeoJSON geometry object in `json` as EWKB for `column`.
 pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, GeometryError> {
     let geometry: GeometryIn<'_> = serde_json::from_str(json).map_err(|e| {
         // serde's message without its position, which is relative to this geometry only.
@@ -157,17 +157,21 @@ pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, Geome
         let message = message.split(" at line ").next().unwrap_or(&message);
         Encoder::default().malformed(format!("not a GeoJSON geometry: {message}"))
     })?;
-    encode_geometry(&geometry, column)
+    encode_geometry(&geometry, column, &Crs::crs84())
 }
 
-/// Encode a geometry read with its feature as EWKB (SRID 4326) for `column`.
+/// Encode a geometry read with its feature, in `crs`, as EWKB for `column`.
+/// The EWKB carries the SRID of `crs` and x/y in easting, northing order.
 pub fn encode_geometry(
     geometry: &GeometryIn<'_>,
     column: &GeometryColumn,
+    crs: &Crs,
 ) -> Result<Vec<u8>, GeometryError> {
     let mut enc = Encoder {
         // A 2D point with SRID is 25 bytes; many requests hold a million of them.
         out: Vec::with_capacity(32),
+        srid: crs.srid,
+        swap_xy: crs.lat_first,
         ..Encoder::default()
     };
     let kind = enc.kind(geometry)?;
@@ -244,6 +248,9 @@ enum Seg {
 struct Encoder {
     out: Vec<u8>,
     z: bool,
+    srid: i32,
+    /// Input positions are (y, x): written as (x, y).
+    swap_xy: bool,
     path: Vec<Seg>,
 }
 
@@ -295,7 +302,7 @@ impl Encoder {
         self.out.push(1); // little endian
         self.out.extend_from_slice(&code.to_le_bytes());
         if top {
-            self.out.extend_from_slice(&INPUT_SRID.to_le_bytes());
+            self.out.extend_from_slice(&self.srid.to_le_bytes());
         }
     }
 
@@ -419,6 +426,11 @@ impl Encoder {
             };
             self.path.pop();
             xyz[i] = n;
+        }
+        if self.swap_xy {
+            xyz.swap(0, 1);
+        }
+        for n in &xyz[..want] {
             self.out.extend_from_slice(&n.to_le_bytes());
         }
         Ok(xyz)
@@ -516,6 +528,33 @@ mod tests {
         assert_eq!(
             hex(&wkb),
             "01010000A0E6100000000000000000F03F00000000000000400000000000000840"
+        );
+    }
+
+    #[test]
+    fn lat_first_input_is_written_x_first_with_its_srid() {
+        let g: GeometryIn<'_> =
+            serde_json::from_str(r#"{"type":"Point","coordinates":[2, 1]}"#).unwrap();
+        let epsg4326 = Crs {
+            uri: String::new(),
+            srid: 4326,
+            lat_first: true,
+        };
+        let wkb = encode_geometry(&g, &any(), &epsg4326).unwrap();
+        assert_eq!(
+            hex(&wkb),
+            "0101000020E6100000000000000000F03F0000000000000040"
+        );
+        let utm = Crs {
+            uri: String::new(),
+            srid: 25832,
+            lat_first: false,
+        };
+        let wkb = encode_geometry(&g, &any(), &utm).unwrap();
+        // SELECT 'SRID=25832;POINT(2 1)'::geometry
+        assert_eq!(
+            hex(&wkb),
+            "0101000020E86400000000000000000040000000000000F03F"
         );
     }
 
@@ -629,7 +668,8 @@ mod tests {
         assert_eq!(c.kind, Some(GeometryType::Point));
         assert_eq!(c.z, Some(true));
         assert_eq!(c.srid, 3857);
-        assert_eq!(c.transform_to(), Some(3857));
+        assert_eq!(c.transform_to(4326), Some(3857));
+        assert_eq!(c.transform_to(3857), None);
         let m = GeometryColumn::from_typmod((4326 << 8) | (1 << 2) | 0x1, false);
         assert_eq!(m.kind, Some(GeometryType::Unsupported));
     }

@@ -3,12 +3,14 @@
 //! Our own encoder because it must keep Z, check what PostGIS would only
 //! check later (or never), and say exactly where in the input a problem is.
 
+pub mod crs;
 mod encode;
 
+pub use crs::Crs;
 pub use encode::{encode_ewkb, encode_geometry, GeometryError, GeometryIn, MALFORMED};
 
-/// Input coordinates are CRS84 longitude/latitude, tagged as EPSG:4326 in the EWKB.
-pub const INPUT_SRID: i32 = 4326;
+/// The SRID of CRS84 and EPSG:4326 input, and of geography columns without one.
+pub const WGS84_SRID: i32 = 4326;
 
 /// The OGC simple-feature types GeoJSON can express.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +102,7 @@ pub struct GeometryColumn {
 impl GeometryColumn {
     /// Decode a PostGIS typmod (`-1` means unconstrained).
     pub fn from_typmod(typmod: i32, geography: bool) -> Self {
-        let default_srid = if geography { INPUT_SRID } else { 0 };
+        let default_srid = if geography { WGS84_SRID } else { 0 };
         if typmod < 0 {
             return GeometryColumn {
                 geography,
@@ -137,8 +139,8 @@ impl GeometryColumn {
         }
     }
 
-    /// The SRID to transform input into, when it is not the input's.
-    pub fn transform_to(&self) -> Option<i32> {
-        (!self.geography && self.srid > 0 && self.srid != INPUT_SRID).then_some(self.srid)
+    /// The SRID input in SRID `input` must be transformed into, if any.
+    pub fn transform_to(&self, input: i32) -> Option<i32> {
+        (self.srid > 0 && self.srid != input).then_some(self.srid)
     }
 }

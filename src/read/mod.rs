@@ -11,6 +11,7 @@ use tokio_postgres::types::ToSql;
 use crate::catalog::Collection;
 use crate::db::Database;
 use crate::error::ApiError;
+use crate::geometry::Crs;
 use crate::write::dberror::request_error;
 use params::ItemsQuery;
 
@@ -54,7 +55,7 @@ fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> Str
             .parts()
             .into_iter()
             .map(|b| {
-                let cond = sql::bbox_intersects(coll, params.len() + 1);
+                let cond = sql::bbox_intersects(coll, params.len() + 1, bbox.srid);
                 params.extend(b.map(|v| Box::new(v) as Box<dyn ToSql + Sync + Send>));
                 cond
             })
@@ -100,7 +101,7 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     let n = params.len();
     let select = format!(
         "{}{filter} ORDER BY {order} LIMIT ${} OFFSET ${}",
-        sql::select_features(coll),
+        sql::select_features(coll, &query.crs),
         n + 1,
         n + 2
     );
@@ -132,18 +133,19 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     })
 }
 
-/// The feature with key `id`, if there is one.
+/// The feature with key `id` in `crs`, if there is one.
 pub async fn item(
     db: &Database,
     coll: &Collection,
     id: &str,
+    crs: &Crs,
 ) -> Result<Option<StoredFeature>, ApiError> {
     let Some(key) = sql::key_equals(coll, 1) else {
         return Ok(None);
     };
     let client = db.connection().await?;
     let statement = client
-        .prepare_cached(&format!("{} WHERE {key}", sql::select_features(coll)))
+        .prepare_cached(&format!("{} WHERE {key}", sql::select_features(coll, crs)))
         .await
         .map_err(|e| request_error("preparing the item query", &e))?;
     match client.query_opt(&statement, &[&id]).await {

@@ -4,19 +4,27 @@ use axum::http::StatusCode;
 
 use crate::catalog::{Collection, ColumnType};
 use crate::error::ApiError;
+use crate::geometry::{crs, Crs, WGS84_SRID};
 
 /// Items per page when `limit` is not given.
 pub const DEFAULT_LIMIT: i64 = 10;
 /// The largest page; a larger `limit` is lowered to it (OGC API - Features 7.15.4).
 pub const MAX_LIMIT: i64 = 10_000;
 
-/// A box in CRS84: min lon, min lat, max lon, max lat.
+/// A box: min x, min y, max x, max y (easting/longitude first) in SRID `srid`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bbox(pub [f64; 4]);
+pub struct Bbox {
+    /// The corners, x first.
+    pub coords: [f64; 4],
+    /// The SRID of `bbox-crs`.
+    pub srid: i32,
+}
 
 /// A checked items query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemsQuery {
+    /// The CRS features are returned in (`crs`).
+    pub crs: Crs,
     /// Page size.
     pub limit: i64,
     /// Features skipped.
@@ -48,13 +56,14 @@ pub fn only_format(pairs: &[(String, String)]) -> Result<(), ApiError> {
     for (name, value) in pairs {
         match name.as_str() {
             "f" => check_format(value)?,
-            other => return Err(unknown(other, "f")),
+            other => return Err(unknown_parameter(other, "f")),
         }
     }
     Ok(())
 }
 
-fn unknown(name: &str, known: &str) -> ApiError {
+/// 400 for a parameter this resource does not take.
+pub fn unknown_parameter(name: &str, known: &str) -> ApiError {
     bad(
         name,
         format!("unknown parameter (this resource takes {known})"),
@@ -64,7 +73,10 @@ fn unknown(name: &str, known: &str) -> ApiError {
 impl ItemsQuery {
     /// Check the query string's pairs against `coll`; any unknown or repeated name is a 400.
     pub fn parse(pairs: &[(String, String)], coll: &Collection) -> Result<Self, ApiError> {
+        let mut bbox = None;
+        let mut bbox_crs = None;
         let mut query = ItemsQuery {
+            crs: coll.crs[0].clone(),
             limit: DEFAULT_LIMIT,
             offset: 0,
             bbox: None,
@@ -91,27 +103,40 @@ impl ItemsQuery {
                         .filter(|n: &i64| *n >= 0)
                         .ok_or_else(|| bad(name, format!("'{value}' is not a whole number")))?;
                 }
-                "bbox" => query.bbox = Some(parse_bbox(value)?),
+                "bbox" => bbox = Some(parse_bbox(value)?),
+                "bbox-crs" => bbox_crs = Some(offered_crs(coll, name, value)?),
+                "crs" => query.crs = offered_crs(coll, name, value)?.clone(),
                 "f" => check_format(value)?,
                 other => match coll.column_index(other) {
                     Some(ci) if filterable(coll, ci) => query.filters.push((ci, value.clone())),
-                    _ => {
-                        return Err(unknown(
-                            other,
-                            "limit, offset, bbox, f and its properties of simple types",
-                        ))
-                    }
+                    _ => return Err(unknown_parameter(
+                        other,
+                        "limit, offset, bbox, bbox-crs, crs, f and its properties of simple types",
+                    )),
                 },
             }
         }
+        query.bbox = match (bbox, bbox_crs) {
+            (Some(b), crs) => Some(checked_bbox(b, crs.unwrap_or(&coll.crs[0]))?),
+            (None, Some(_)) => return Err(bad("bbox-crs", "is given without bbox")),
+            (None, None) => None,
+        };
         Ok(query)
     }
 
     /// The query string of this query at another offset (for paging links).
     pub fn at_offset(&self, coll: &Collection, offset: i64) -> String {
         let mut parts = vec![format!("limit={}", self.limit), format!("offset={offset}")];
-        if let Some(Bbox(b)) = self.bbox {
-            parts.push(format!("bbox={},{},{},{}", b[0], b[1], b[2], b[3]));
+        if let Some(b) = &self.bbox {
+            let c = b.coords;
+            parts.push(format!("bbox={},{},{},{}", c[0], c[1], c[2], c[3]));
+            parts.push(format!(
+                "bbox-crs={}",
+                percent_encode(&crs::epsg_uri(b.srid))
+            ));
+        }
+        if self.crs.uri != crs::CRS84 {
+            parts.push(format!("crs={}", percent_encode(&self.crs.uri)));
         }
         for (ci, value) in &self.filters {
             parts.push(format!(
@@ -129,37 +154,70 @@ fn filterable(coll: &Collection, ci: usize) -> bool {
     ci != coll.geometry && matches!(coll.columns[ci].ty, ColumnType::Scalar(_))
 }
 
-/// `minx,miny,maxx,maxy` or `minx,miny,minz,maxx,maxy,maxz` in CRS84.
-fn parse_bbox(value: &str) -> Result<Bbox, ApiError> {
+/// The offered CRS `value` names, else a 400 listing those offered.
+pub fn offered_crs<'c>(
+    coll: &'c Collection,
+    param: &str,
+    value: &str,
+) -> Result<&'c Crs, ApiError> {
+    coll.find_crs(value).ok_or_else(|| {
+        let offered: Vec<&str> = coll.crs.iter().map(|c| c.uri.as_str()).collect();
+        bad(
+            param,
+            format!(
+                "'{value}' is not offered here; use one of {}",
+                offered.join(", ")
+            ),
+        )
+    })
+}
+
+/// `minx,miny,maxx,maxy` or `minx,miny,minz,maxx,maxy,maxz`, in the axis order of its CRS.
+fn parse_bbox(value: &str) -> Result<[f64; 4], ApiError> {
     let numbers: Vec<f64> = value
         .split(',')
         .map(|s| s.trim().parse::<f64>().ok().filter(|n| n.is_finite()))
         .collect::<Option<_>>()
         .ok_or_else(|| bad("bbox", format!("'{value}' is not a list of numbers")))?;
-    let b = match numbers[..] {
-        [x0, y0, x1, y1] | [x0, y0, _, x1, y1, _] => [x0, y0, x1, y1],
-        _ => return Err(bad("bbox", "takes 4 or 6 numbers")),
-    };
-    if b[1] > b[3] {
-        return Err(bad("bbox", "the minimum latitude is above the maximum"));
+    match numbers[..] {
+        [a0, b0, a1, b1] | [a0, b0, _, a1, b1, _] => Ok([a0, b0, a1, b1]),
+        _ => Err(bad("bbox", "takes 4 or 6 numbers")),
     }
-    if b.iter().step_by(2).any(|x| x.abs() > 180.0)
-        || b.iter().skip(1).step_by(2).any(|y| y.abs() > 90.0)
-    {
+}
+
+/// The box with x first; in degrees, its latitudes in range and south below north.
+fn checked_bbox(b: [f64; 4], crs: &Crs) -> Result<Bbox, ApiError> {
+    let coords = if crs.lat_first {
+        [b[1], b[0], b[3], b[2]]
+    } else {
+        b
+    };
+    let [x0, y0, x1, y1] = coords;
+    if y0 > y1 {
+        return Err(bad("bbox", "the lower corner is above the upper corner"));
+    }
+    let degrees = crs.srid == WGS84_SRID;
+    if degrees && (x0.abs() > 180.0 || x1.abs() > 180.0 || y0.abs() > 90.0 || y1.abs() > 90.0) {
         return Err(bad(
             "bbox",
             "longitudes lie in [-180, 180] and latitudes in [-90, 90]",
         ));
     }
-    Ok(Bbox(b))
+    if !degrees && x0 > x1 {
+        return Err(bad("bbox", "the lower corner is east of the upper corner"));
+    }
+    Ok(Bbox {
+        coords,
+        srid: crs.srid,
+    })
 }
 
 impl Bbox {
     /// The box as one or two boxes that do not cross the antimeridian.
     pub fn parts(self) -> Vec<[f64; 4]> {
-        let [x0, y0, x1, y1] = self.0;
+        let [x0, y0, x1, y1] = self.coords;
         if x0 <= x1 {
-            vec![self.0]
+            vec![self.coords]
         } else {
             vec![[x0, y0, 180.0, y1], [-180.0, y0, x1, y1]]
         }
@@ -185,18 +243,29 @@ mod tests {
 
     #[test]
     fn bbox_forms() {
-        assert_eq!(parse_bbox("1,2,3,4").unwrap(), Bbox([1.0, 2.0, 3.0, 4.0]));
+        let crs84 = Crs::crs84();
+        let check = |v: &str| parse_bbox(v).and_then(|b| checked_bbox(b, &crs84));
+        assert_eq!(check("1,2,3,4").unwrap().coords, [1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(check("1,2,0,3,4,9").unwrap().coords, [1.0, 2.0, 3.0, 4.0]);
+        assert!(check("1,2,3").is_err());
+        assert!(check("1,x,3,4").is_err());
+        assert!(check("0,10,1,5").is_err());
+        assert!(check("0,-91,1,5").is_err());
+        let across = check("170,0,-170,1").unwrap();
         assert_eq!(
-            parse_bbox("1,2,0,3,4,9").unwrap(),
-            Bbox([1.0, 2.0, 3.0, 4.0])
-        );
-        assert!(parse_bbox("1,2,3").is_err());
-        assert!(parse_bbox("1,x,3,4").is_err());
-        assert!(parse_bbox("0,10,1,5").is_err());
-        assert!(parse_bbox("0,-91,1,5").is_err());
-        assert_eq!(
-            Bbox([170.0, 0.0, -170.0, 1.0]).parts(),
+            across.parts(),
             vec![[170.0, 0.0, 180.0, 1.0], [-180.0, 0.0, -170.0, 1.0]]
+        );
+        let epsg4326 = Crs {
+            uri: crs::epsg_uri(4326),
+            srid: 4326,
+            lat_first: true,
+        };
+        let b = checked_bbox([2.0, 1.0, 4.0, 3.0], &epsg4326).unwrap();
+        assert_eq!(
+            b.coords,
+            [1.0, 2.0, 3.0, 4.0],
+            "lat/lon given, lon/lat kept"
         );
     }
 

@@ -1,25 +1,35 @@
 //! SQL text for reads, built only from catalog identifiers.
 
 use crate::catalog::{quote_ident, Collection};
+use crate::geometry::Crs;
 
 /// `t."column"`.
 pub fn col(coll: &Collection, ci: usize) -> String {
     format!("t.{}", quote_ident(&coll.columns[ci].name))
 }
 
-/// The feature geometry in CRS84 (lon/lat), whatever the storage CRS.
-fn geometry_crs84(coll: &Collection) -> String {
+/// The feature geometry in `crs` (axes in its order), whatever the storage CRS.
+fn geometry_in(coll: &Collection, crs: &Crs) -> String {
     let g = col(coll, coll.geometry);
     let gc = coll.geometry_column();
-    match (gc.geography, gc.srid) {
-        (true, 4326) => format!("{g}::geometry"),
-        (true, _) => format!("ST_Transform({g}::geometry, 4326)"),
-        (false, 4326) => g,
-        // Unconstrained columns may hold any SRID; featurepipe writes 4326.
-        (false, 0) => {
-            format!("CASE WHEN ST_SRID({g}) IN (0, 4326) THEN {g} ELSE ST_Transform({g}, 4326) END")
+    let (g, stored) = if gc.geography {
+        (format!("{g}::geometry"), gc.srid)
+    } else {
+        (g, gc.srid)
+    };
+    let to = crs.srid;
+    let expr = match stored {
+        s if s == to => g,
+        // Unconstrained columns may hold any SRID (0: unknown, taken as is).
+        0 => {
+            format!("CASE WHEN ST_SRID({g}) IN (0, {to}) THEN {g} ELSE ST_Transform({g}, {to}) END")
         }
-        (false, _) => format!("ST_Transform({g}, 4326)"),
+        _ => format!("ST_Transform({g}, {to})"),
+    };
+    if crs.lat_first {
+        format!("ST_FlipCoordinates({expr})")
+    } else {
+        expr
     }
 }
 
@@ -28,12 +38,12 @@ fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
     (0..coll.columns.len()).filter(|&ci| ci != coll.geometry && Some(ci) != coll.primary_key)
 }
 
-/// `<feature json>, <etag>, <last modified>` of the row `t`.
+/// `<feature json>, <etag>, <last modified>` of the row `t`, geometry in `crs`.
 ///
 /// The feature is assembled by PostgreSQL as GeoJSON text; the ETag is the
 /// md5 of the whole stored row, so it changes with any column and does not
 /// depend on the CRS the feature is read in.
-pub fn feature_columns(coll: &Collection) -> String {
+pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
     let id = match coll.primary_key {
         Some(pk) => format!("'id', {}, ", col(coll, pk)),
         None => String::new(),
@@ -47,16 +57,16 @@ pub fn feature_columns(coll: &Collection) -> String {
         "json_build_object('type', 'Feature', {id}'geometry', ST_AsGeoJSON({geom}, 15)::json, \
          'properties', (SELECT to_json(p) FROM (SELECT {props}) AS p))::text, \
          md5(t::text), {last_modified}",
-        geom = geometry_crs84(coll),
+        geom = geometry_in(coll, crs),
         props = props.join(", "),
     )
 }
 
 /// `SELECT <feature columns> FROM <table> AS t`.
-pub fn select_features(coll: &Collection) -> String {
+pub fn select_features(coll: &Collection, crs: &Crs) -> String {
     format!(
         "SELECT {} FROM {} AS t",
-        feature_columns(coll),
+        feature_columns(coll, crs),
         coll.qualified_name()
     )
 }
@@ -80,20 +90,22 @@ pub fn column_equals(coll: &Collection, ci: usize, n: usize) -> String {
     )
 }
 
-/// The feature geometry intersects the CRS84 box `$n..$n+3` (min x, min y, max x, max y).
-pub fn bbox_intersects(coll: &Collection, n: usize) -> String {
+/// The feature geometry intersects the box `$n..$n+3` (min x, min y, max x,
+/// max y) in SRID `srid`.
+pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> String {
     let g = col(coll, coll.geometry);
     let gc = coll.geometry_column();
     let env = format!(
-        "ST_MakeEnvelope(${n}, ${}, ${}, ${}, 4326)",
+        "ST_MakeEnvelope(${n}, ${}, ${}, ${}, {srid})",
         n + 1,
         n + 2,
         n + 3
     );
     match (gc.geography, gc.srid) {
-        (true, _) => format!("{g} && {env}::geography"),
-        (false, 4326) | (false, 0) => format!("{g} && {env}"),
-        (false, srid) => format!("{g} && ST_Transform({env}, {srid})"),
+        (true, s) => format!("{g} && ST_Transform({env}, {s})::geography"),
+        (false, 0) => format!("{g} && {env}"),
+        (false, s) if s == srid => format!("{g} && {env}"),
+        (false, s) => format!("{g} && ST_Transform({env}, {s})"),
     }
 }
 

@@ -36,7 +36,7 @@ pub struct CopyPlan {
 /// `BEFORE INSERT` trigger (it could change the key); no SRID transform and no
 /// `numeric` (those need SQL around the value); a key the features give or a
 /// default can produce, of a type we can report.
-pub fn copy_plan(coll: &Collection, plan: &Plan) -> Option<CopyPlan> {
+pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<CopyPlan> {
     let [shape] = plan.shapes.as_slice() else {
         return None;
     };
@@ -53,7 +53,7 @@ pub fn copy_plan(coll: &Collection, plan: &Plan) -> Option<CopyPlan> {
         )
     );
     let copyable = |c: &usize| match &coll.columns[*c].ty {
-        ColumnType::Geometry(g) => g.transform_to().is_none(),
+        ColumnType::Geometry(g) => g.transform_to(input_srid).is_none(),
         ColumnType::Scalar(t) => *t != ScalarType::Numeric,
         // A binary array names its element type: text[] cannot fill varchar[] or char(n)[],
         // which the catalog does not tell apart from text[].

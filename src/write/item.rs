@@ -12,6 +12,7 @@ use crate::catalog::Collection;
 use crate::db::Database;
 use crate::error::ApiError;
 use crate::feature::value::SqlValue;
+use crate::geometry::Crs;
 use crate::read::StoredFeature;
 
 /// `If-Match` and `If-Unmodified-Since`, as given.
@@ -44,7 +45,8 @@ fn item_error(coll: &Collection, err: &tokio_postgres::Error) -> ApiError {
     .with_errors(vec![field])
 }
 
-/// Replace, update or delete the feature keyed `id` if `pre` holds.
+/// Replace, update or delete the feature keyed `id` if `pre` holds; the
+/// geometry in `values` and in the outcome is in `crs`.
 pub async fn change(
     db: &Database,
     coll: &Collection,
@@ -52,9 +54,10 @@ pub async fn change(
     change: ItemChange<'_>,
     values: &[SqlValue],
     pre: &Precondition,
+    crs: &Crs,
 ) -> Result<Outcome, ApiError> {
     let leading: [&(dyn ToSql + Sync); 3] = [&id, &pre.if_match, &pre.if_unmodified_since];
-    let row = match query_one(db, &change_item(coll, change), &leading, values).await? {
+    let row = match query_one(db, &change_item(coll, change, crs), &leading, values).await? {
         Ok(row) => row,
         // An id that cannot be a key of this type names no feature.
         Err(e)
@@ -87,8 +90,9 @@ pub async fn create(
     id: &str,
     columns: &[usize],
     values: &[SqlValue],
+    crs: &Crs,
 ) -> Result<StoredFeature, ApiError> {
-    query_one(db, &insert_item(coll, columns), &[&id], values)
+    query_one(db, &insert_item(coll, columns, crs), &[&id], values)
         .await?
         .map(StoredFeature::from)
         .map_err(|e| item_error(coll, &e))

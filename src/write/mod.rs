@@ -79,6 +79,7 @@ pub async fn write_features(
         single,
         rows,
         shapes,
+        srid,
     } = parsed;
     if rows.is_empty() {
         return Ok(WriteReport {
@@ -103,7 +104,7 @@ pub async fn write_features(
             plan: &plan,
             single,
         };
-        match copy::copy_plan(&coll, &plan).filter(|_| wants_copy && options.pipeline) {
+        match copy::copy_plan(&coll, &plan, srid).filter(|_| wants_copy && options.pipeline) {
             Some(copy) => copy::Copy { job, copy }.run().await,
             None => {
                 Insert {

@@ -3,18 +3,23 @@
 use std::fmt::Write as _;
 
 use crate::catalog::{quote_ident, Collection, ColumnType, Identity, ScalarType};
+use crate::geometry::Crs;
 use crate::read::sql as read_sql;
 
 /// The parameter expression for column `ci` bound as `$n`.
 fn param_expr(coll: &Collection, ci: usize, n: usize) -> String {
     match &coll.columns[ci].ty {
         ColumnType::Geometry(g) => {
-            let geom = format!("ST_GeomFromEWKB(${n}::bytea)");
-            match (g.geography, g.transform_to()) {
-                (true, _) => format!("{geom}::geography"),
-                (false, Some(srid)) => format!("ST_Transform({geom}, {srid})"),
-                (false, None) => geom,
+            let mut geom = format!("ST_GeomFromEWKB(${n}::bytea)");
+            // A no-op when the input is in the column's SRID already, so one
+            // statement serves input in any CRS.
+            if g.srid > 0 {
+                geom = format!("ST_Transform({geom}, {})", g.srid);
             }
+            if g.geography {
+                geom.push_str("::geography");
+            }
+            geom
         }
         // numeric travels as text so that no digit is lost in a float.
         ColumnType::Scalar(ScalarType::Numeric) => format!("${n}::text::numeric"),
@@ -74,16 +79,16 @@ pub enum ItemChange<'a> {
 
 /// One statement that locks the feature keyed `$1`, checks the preconditions
 /// (`$2` If-Match tags, `$3` If-Unmodified-Since) and, when they hold, makes
-/// the change with values from `$4` on. Its one row says whether the feature
+/// the change with values from `$4` on (geometry in `crs`). Its one row says whether the feature
 /// existed, whether the change was made, and the feature as it is now.
-pub fn change_item(coll: &Collection, change: ItemChange<'_>) -> String {
+pub fn change_item(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> String {
     let table = coll.qualified_name();
     let key = read_sql::key_equals(coll, 1).expect("only writable collections are changed");
     let last_modified = match coll.last_modified {
         Some(ci) => read_sql::col(coll, ci),
         None => "NULL::timestamptz".into(),
     };
-    let returning = format!("true, {}", read_sql::feature_columns(coll));
+    let returning = format!("true, {}", read_sql::feature_columns(coll, crs));
     let done = match change {
         ItemChange::Delete => format!(
             "DELETE FROM {table} AS t WHERE {key} AND EXISTS (SELECT FROM ok) \
@@ -131,7 +136,7 @@ pub fn change_item(coll: &Collection, change: ItemChange<'_>) -> String {
 }
 
 /// `INSERT` of a feature whose key (`$1`) the client chose, returning it as stored.
-pub fn insert_item(coll: &Collection, columns: &[usize]) -> String {
+pub fn insert_item(coll: &Collection, columns: &[usize], crs: &Crs) -> String {
     let pk = coll
         .primary_key
         .expect("only writable collections are inserted into");
@@ -146,6 +151,6 @@ pub fn insert_item(coll: &Collection, columns: &[usize]) -> String {
         coll.qualified_name(),
         names.join(", "),
         values.join(", "),
-        read_sql::feature_columns(coll)
+        read_sql::feature_columns(coll, crs)
     )
 }

@@ -3,6 +3,7 @@
 mod catalog;
 mod clients;
 mod copy;
+mod crs;
 mod defaults;
 mod failures;
 mod geometries;

@@ -46,9 +46,14 @@ async fn landing_page_and_conformance() {
     assert!(classes.contains(&json!(
         "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/core"
     )));
-    assert!(classes.contains(&json!(
-        "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/geojson"
-    )));
+    for class in [
+        "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/geojson",
+        "http://www.opengis.net/spec/ogcapi-features-2/1.0/conf/crs",
+        "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/create-replace-delete",
+        "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/optimistic-locking-etags",
+    ] {
+        assert!(classes.contains(&json!(class)), "{class}");
+    }
     assert_eq!(app.get("/conformance?f=json").await.status, 200);
     assert_eq!(app.get("/conformance?f=xml").await.status, 400);
     assert_eq!(app.get("/conformance?foo=1").await.status, 400);
@@ -219,4 +224,29 @@ async fn one_feature_with_etag_and_links() {
     // A table without a key is readable, but its features have no address.
     let r = app.get("/collections/view_only/items").await;
     assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[tokio::test]
+async fn schema_describes_the_properties() {
+    let app = TestApp::new(
+        "CREATE TABLE trees (id serial PRIMARY KEY, species varchar(40) NOT NULL, height real,
+                             planted date, tags text[], area float8 GENERATED ALWAYS AS (height * 2) STORED,
+                             geom geometry(Point, 4326))",
+    )
+    .await;
+    let r = app.get("/collections/trees/schema").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.headers["content-type"], "application/schema+json");
+    let p = &r.body["properties"];
+    assert_eq!(p["id"]["x-ogc-role"], "id");
+    assert_eq!(p["id"]["readOnly"], true);
+    assert_eq!(p["species"]["maxLength"], 40);
+    assert_eq!(p["height"]["type"], "number");
+    assert_eq!(p["planted"]["format"], "date");
+    assert_eq!(p["tags"]["items"]["type"], "string");
+    assert_eq!(p["area"]["readOnly"], true);
+    assert_eq!(p["geom"]["x-ogc-role"], "primary-geometry");
+    assert_eq!(p["geom"]["format"], "geometry-point");
+    assert_eq!(r.body["required"], json!(["species"]));
+    assert_eq!(r.body["additionalProperties"], false);
 }

@@ -393,3 +393,37 @@ async fn post_single_feature_honours_prefer() {
     assert_eq!(r.body, Value::Null);
     assert_eq!(r.headers["location"], "/collections/sites/items/4");
 }
+
+#[tokio::test]
+async fn prefer_handling_strict_or_lenient() {
+    let app = TestApp::new(SETUP).await;
+    let f = body(point(1.0, 1.0, json!({"name": "x", "colour": "red"})));
+    let strict = ("prefer", "handling=strict");
+    let r = app
+        .send(
+            "POST",
+            "/collections/sites/items",
+            &[GEOJSON, strict],
+            f.clone(),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "unknown_property");
+    assert_eq!(app.db.int("SELECT count(*) FROM sites").await, 2);
+    let lenient = ("prefer", "handling=lenient, return=minimal");
+    let r = app
+        .send("POST", "/collections/sites/items", &[GEOJSON, lenient], f)
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(
+        r.headers["preference-applied"],
+        "handling=lenient, return=minimal"
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM sites").await, 3);
+    // Lenient still refuses what cannot be stored.
+    let bad = body(point(1.0, 1.0, json!({"name": "x", "height": "tall"})));
+    let r = app
+        .send("POST", "/collections/sites/items", &[GEOJSON, lenient], bad)
+        .await;
+    assert_eq!(r.status, 422, "{r:?}");
+}
