@@ -46,6 +46,9 @@ fn points_table() -> Collection {
         before_insert_trigger: false,
         last_modified: None,
         crs: vec![Crs::crs84()],
+        title: None,
+        precondition_required: false,
+        read_only: false,
     }
 }
 

@@ -7,6 +7,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::api;
+use crate::catalog::settings::Settings;
 use crate::catalog::{Catalog, Collection};
 use crate::config::Config;
 use crate::db::{migrate, Database, StartupError};
@@ -39,12 +40,11 @@ impl AppState {
         let db = Database::new(url, config.pool_size, config.pool_wait)?;
         let mut client = db.wait_until_ready(config.db.startup_timeout).await?;
         migrate::run(&mut client).await?;
-        let catalog = Catalog::load(&client, &config.schemas)
-            .await
-            .map_err(|source| StartupError::Query {
-                doing: "loading the catalog",
-                source,
-            })?;
+        let settings = match &config.settings {
+            Some(path) => Settings::load(path).map_err(StartupError::Settings)?,
+            None => Settings::default(),
+        };
+        let catalog = Catalog::load(&client, &config.schemas, &settings).await?;
         tracing::info!(
             collections = catalog.collections().count(),
             schemas = ?config.schemas,

@@ -70,6 +70,10 @@ pub struct Config {
     /// links; by default `http://` and the request's Host header.
     #[arg(long, env = "FEATUREPIPE_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// TOML file of per-collection settings (title, last-modified column,
+    /// preconditions, extra CRSs, read-only); optional.
+    #[arg(long = "config", env = "FEATUREPIPE_CONFIG")]
+    pub settings: Option<std::path::PathBuf>,
 }
 
 impl Config {

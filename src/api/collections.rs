@@ -22,7 +22,7 @@ async fn describe(state: &AppState, base: &BaseUrl, coll: &Collection) -> Result
     let path = format!("/collections/{}", percent_encode(&coll.id));
     let mut v = json!({
         "id": coll.id,
-        "title": coll.id,
+        "title": coll.title.as_deref().unwrap_or(&coll.id),
         "description": coll.description,
         "itemType": "feature",
         "crs": coll.crs.iter().map(|c| c.uri.as_str()).collect::<Vec<_>>(),

@@ -145,7 +145,7 @@ async fn replace_or_update(
         Purpose::Patch => ItemChange::Update(&parsed.columns),
         _ => ItemChange::Replace(&parsed.columns),
     };
-    let pre = precondition(headers);
+    let pre = precondition(headers, coll)?;
     let outcome = item::change(&state.db, coll, id, change, &parsed.values, &pre, &crs).await?;
     Ok((parsed, outcome, crs))
 }
@@ -205,7 +205,7 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
     check_writable(&coll, item_allow(&coll))?;
-    let pre = precondition(&headers);
+    let pre = precondition(&headers, &coll)?;
     let crs = &coll.crs[0];
     let outcome = item::change(&state.db, &coll, &id, ItemChange::Delete, &[], &pre, crs).await?;
     changed(outcome, &coll, &id, &base, &headers, crs)

@@ -44,13 +44,15 @@ pub fn check_writable(coll: &Collection, allow: &'static str) -> Result<(), ApiE
     if coll.is_writable() {
         return Ok(());
     }
+    let why = if coll.read_only {
+        "the settings file makes it so"
+    } else {
+        "its table has no single-column primary key"
+    };
     Err(ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "read-only-collection",
-        format!(
-            "'{}' is read-only: its table has no single-column primary key",
-            coll.id
-        ),
+        format!("'{}' is read-only: {why}", coll.id),
     )
     .with_header(header::ALLOW, HeaderValue::from_static(allow)))
 }
@@ -156,8 +158,9 @@ pub fn set_preference_applied(response: &mut Response, headers: &HeaderMap, retu
     }
 }
 
-/// `If-Match` and `If-Unmodified-Since` of a request.
-pub fn precondition(headers: &HeaderMap) -> Precondition {
+/// `If-Match` and `If-Unmodified-Since` of a request to change a feature of
+/// `coll`; 428 when the collection requires one and there is none.
+pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Precondition, ApiError> {
     let if_match = headers.get(header::IF_MATCH).map(|v| {
         v.to_str()
             .unwrap_or("")
@@ -170,10 +173,21 @@ pub fn precondition(headers: &HeaderMap) -> Precondition {
         .get(header::IF_UNMODIFIED_SINCE)
         .and_then(|v| DateTime::parse_from_rfc2822(v.to_str().ok()?).ok())
         .map(|d| d.with_timezone(&Utc));
-    Precondition {
+    if coll.precondition_required && if_match.is_none() && if_unmodified_since.is_none() {
+        return Err(ApiError::new(
+            StatusCode::PRECONDITION_REQUIRED,
+            "precondition-required",
+            format!(
+                "changes to '{}' must say which version they change: send If-Match with the \
+                 feature's ETag (or If-Unmodified-Since)",
+                coll.id
+            ),
+        ));
+    }
+    Ok(Precondition {
         if_match,
         if_unmodified_since,
-    }
+    })
 }
 
 /// 412: the feature changed since the client read it.

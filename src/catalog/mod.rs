@@ -2,13 +2,16 @@
 //! each column is typed, defaulted and written.
 
 pub mod schema;
+pub mod settings;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio_postgres::Client;
 
+use crate::db::StartupError;
 use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
+use settings::{LastModified, Settings};
 
 /// A scalar PostgreSQL type that properties can be coerced into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,12 +164,19 @@ pub struct Collection {
     pub last_modified: Option<usize>,
     /// The CRSs features can be read and written in; CRS84 first.
     pub crs: Vec<Crs>,
+    /// Title from the settings file.
+    pub title: Option<String>,
+    /// Writes need `If-Match` or `If-Unmodified-Since` (settings file).
+    pub precondition_required: bool,
+    /// Writes are refused although the table could take them (settings file).
+    pub read_only: bool,
 }
 
 impl Collection {
-    /// Tables without a single-column primary key cannot report ids: read-only.
+    /// Tables without a single-column primary key cannot report ids:
+    /// read-only, like collections the settings make so.
     pub fn is_writable(&self) -> bool {
-        self.primary_key.is_some()
+        self.primary_key.is_some() && !self.read_only
     }
 
     /// `"schema"."table"`, quoted for SQL.
@@ -226,11 +236,21 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Read the catalog of every table in `schemas` that has a geometry column.
-    pub async fn load(client: &Client, schemas: &[String]) -> Result<Self, tokio_postgres::Error> {
+    /// Read the catalog of every table in `schemas` that has a geometry
+    /// column, and apply the per-collection `settings`.
+    pub async fn load(
+        client: &Client,
+        schemas: &[String],
+        settings: &Settings,
+    ) -> Result<Self, StartupError> {
+        let query_failed = |source| StartupError::Query {
+            doing: "loading the catalog",
+            source,
+        };
         let rows = client
             .query(include_str!("tables.sql"), &[&schemas])
-            .await?;
+            .await
+            .map_err(query_failed)?;
         let mut tables: BTreeMap<(String, String), Vec<RawColumn>> = BTreeMap::new();
         for row in rows {
             let raw = RawColumn {
@@ -259,9 +279,13 @@ impl Catalog {
                 build_collection(first_schema, schema, table, cols)
             })
             .collect();
-        let known = known_crs(client, &collections).await?;
+        let extra = apply_settings(&mut collections, settings).map_err(StartupError::Settings)?;
+        let known = known_crs(client, &collections, &extra)
+            .await
+            .map_err(query_failed)?;
         for coll in &mut collections {
-            coll.crs = offered_crs(coll, &known);
+            let wanted = extra.get(&coll.id).map(Vec::as_slice).unwrap_or_default();
+            coll.crs = offered_crs(coll, &known, wanted).map_err(StartupError::Settings)?;
         }
         Ok(Catalog {
             collections: collections
@@ -282,16 +306,62 @@ impl Catalog {
     }
 }
 
+/// Apply the settings file to the collections it names; returns the extra
+/// EPSG codes each is to offer. Naming anything that is not there is an error.
+fn apply_settings(
+    collections: &mut [Collection],
+    settings: &Settings,
+) -> Result<BTreeMap<String, Vec<i32>>, String> {
+    let mut extra = BTreeMap::new();
+    for (id, s) in &settings.collections {
+        let coll = collections
+            .iter_mut()
+            .find(|c| c.id == *id)
+            .ok_or_else(|| format!("settings name collection '{id}', which is not published"))?;
+        coll.title = s.title.clone();
+        if s.description.is_some() {
+            coll.description = s.description.clone();
+        }
+        coll.precondition_required = s.precondition_required;
+        coll.read_only = s.read_only;
+        coll.last_modified = match &s.last_modified {
+            None | Some(LastModified::Convention(true)) => coll.last_modified,
+            Some(LastModified::Convention(false)) => None,
+            Some(LastModified::Column(name)) => Some(
+                coll.column_index(name)
+                    .filter(|&ci| coll.columns[ci].ty == ColumnType::Scalar(ScalarType::Timestamptz))
+                    .ok_or_else(|| {
+                        format!("'{id}': last_modified names '{name}', which is not a timestamptz column")
+                    })?,
+            ),
+        };
+        let codes = s
+            .crs
+            .iter()
+            .map(|uri| {
+                crs::normalize(uri)
+                    .strip_prefix("http://www.opengis.net/def/crs/EPSG/0/")
+                    .and_then(|code| code.parse().ok())
+                    .ok_or_else(|| format!("'{id}': crs '{uri}' is not an EPSG CRS URI"))
+            })
+            .collect::<Result<Vec<i32>, String>>()?;
+        extra.insert(id.clone(), codes);
+    }
+    Ok(extra)
+}
+
 /// The EPSG CRSs PostGIS knows among those the collections may offer.
 async fn known_crs(
     client: &Client,
     collections: &[Collection],
+    extra: &BTreeMap<String, Vec<i32>>,
 ) -> Result<BTreeMap<i32, Crs>, tokio_postgres::Error> {
     let mut codes: Vec<i32> = collections
         .iter()
         .map(|c| c.geometry_column().srid)
         .collect();
     codes.push(WGS84_SRID);
+    codes.extend(extra.values().flatten());
     let rows = client
         .query(
             "SELECT auth_srid, srtext FROM spatial_ref_sys \
@@ -309,15 +379,31 @@ async fn known_crs(
         .collect())
 }
 
-/// CRS84 first, then EPSG:4326 and the storage CRS where PostGIS knows them.
-fn offered_crs(coll: &Collection, known: &BTreeMap<i32, Crs>) -> Vec<Crs> {
+/// CRS84 first, then EPSG:4326 and the storage CRS where PostGIS knows
+/// them, then the `wanted` ones (which it must know).
+fn offered_crs(
+    coll: &Collection,
+    known: &BTreeMap<i32, Crs>,
+    wanted: &[i32],
+) -> Result<Vec<Crs>, String> {
     let mut offered = vec![Crs::crs84()];
     for code in [WGS84_SRID, coll.geometry_column().srid] {
         if let Some(crs) = known.get(&code).filter(|c| !offered.contains(c)) {
             offered.push(crs.clone());
         }
     }
-    offered
+    for code in wanted {
+        let crs = known.get(code).ok_or_else(|| {
+            format!(
+                "'{}': EPSG:{code} is not in PostGIS's spatial_ref_sys",
+                coll.id
+            )
+        })?;
+        if !offered.contains(crs) {
+            offered.push(crs.clone());
+        }
+    }
+    Ok(offered)
 }
 
 struct RawColumn {
@@ -393,6 +479,9 @@ fn build_collection(
     Some(Collection {
         last_modified: last_modified_column(&columns),
         crs: vec![Crs::crs84()],
+        title: None,
+        precondition_required: false,
+        read_only: false,
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

@@ -34,6 +34,9 @@ pub enum StartupError {
         "PostGIS is not installed in this database: run `CREATE EXTENSION postgis;` as a superuser"
     )]
     NoPostgis,
+    /// The settings file is unreadable or names what is not there.
+    #[error("settings (FEATUREPIPE_CONFIG): {0}")]
+    Settings(String),
     /// A query at start-up failed.
     #[error("database error while {doing}: {source}")]
     Query {

@@ -1,0 +1,92 @@
+//! Per-collection settings from the optional TOML file `FEATUREPIPE_CONFIG`;
+//! without it everything is derived from the catalog.
+//!
+//! ```toml
+//! [collections.places]
+//! title = "Places"
+//! description = "Points of interest"
+//! last_modified = "changed_at"    # a timestamptz column, or false for none
+//! precondition_required = true    # PUT/PATCH/DELETE need If-Match or If-Unmodified-Since
+//! crs = ["http://www.opengis.net/def/crs/EPSG/0/3857"]
+//! read_only = true
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// The whole settings file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Settings by collection id.
+    #[serde(default)]
+    pub collections: BTreeMap<String, CollectionSettings>,
+}
+
+/// The settings of one collection.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionSettings {
+    /// Human-readable title (default: the id).
+    pub title: Option<String>,
+    /// Description (default: the table comment).
+    pub description: Option<String>,
+    /// The last-modified column by name, or `false` for none (default: by convention).
+    pub last_modified: Option<LastModified>,
+    /// Writes must carry `If-Match` or `If-Unmodified-Since` (428 otherwise).
+    #[serde(default)]
+    pub precondition_required: bool,
+    /// CRS URIs offered besides CRS84, EPSG:4326 and the storage CRS.
+    #[serde(default)]
+    pub crs: Vec<String>,
+    /// Refuse writes even when the table could take them.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// `last_modified = "column"` or `last_modified = false`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum LastModified {
+    /// This column.
+    Column(String),
+    /// `false`: none (`true` means the convention).
+    Convention(bool),
+}
+
+impl Settings {
+    /// Read the file at `path`; any problem is a one-line message naming it.
+    pub fn load(path: &Path) -> Result<Settings, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parse settings from TOML text.
+    pub fn parse(text: &str) -> Result<Settings, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_rejects_unknown_keys() {
+        let s = Settings::parse(
+            "[collections.a]\ntitle = \"A\"\nlast_modified = false\n\
+             [collections.\"s.b\"]\nlast_modified = \"changed\"\nprecondition_required = true\n",
+        )
+        .unwrap();
+        assert_eq!(s.collections["a"].title.as_deref(), Some("A"));
+        assert_eq!(
+            s.collections["a"].last_modified,
+            Some(LastModified::Convention(false))
+        );
+        assert!(s.collections["s.b"].precondition_required);
+        assert!(Settings::parse("[collections.a]\ntitel = \"typo\"").is_err());
+    }
+}

@@ -1,0 +1,143 @@
+//! The optional per-collection settings file (FEATUREPIPE_CONFIG).
+
+use serde_json::json;
+
+use crate::support::{point, TestApp, TestDb};
+use featurepipe::config::Config;
+use featurepipe::AppState;
+
+const SETUP: &str = "
+    CREATE TABLE sites (id serial PRIMARY KEY, name text, changed timestamptz DEFAULT now(),
+                        updated_at timestamptz, geom geometry(Point, 4326));
+    INSERT INTO sites (name, changed, geom) VALUES ('a', '2021-05-06 07:08:09+00', 'SRID=4326;POINT(1 2)');
+    CREATE TABLE plain (id serial PRIMARY KEY, updated_at timestamptz DEFAULT now(),
+                        geom geometry(Point, 4326));
+    INSERT INTO plain (geom) VALUES ('SRID=4326;POINT(1 2)');
+    CREATE TABLE archive (id serial PRIMARY KEY, geom geometry(Point, 4326));
+";
+
+fn settings_file(text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "featurepipe-settings-{}-{}.toml",
+        std::process::id(),
+        text.len()
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const SETTINGS: &str = r#"
+[collections.sites]
+title = "Survey sites"
+description = "Where we measured"
+last_modified = "changed"
+precondition_required = true
+crs = ["http://www.opengis.net/def/crs/EPSG/0/3857"]
+
+[collections.plain]
+last_modified = false
+
+[collections.archive]
+read_only = true
+"#;
+
+#[tokio::test]
+async fn settings_shape_collections() {
+    let path = settings_file(SETTINGS);
+    let app = TestApp::with_config(SETUP, |c| c.settings = Some(path.clone())).await;
+    let r = app.get("/collections/sites").await;
+    assert_eq!(r.body["title"], "Survey sites");
+    assert_eq!(r.body["description"], "Where we measured");
+    assert!(r.body["crs"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("http://www.opengis.net/def/crs/EPSG/0/3857")));
+    let r = app
+        .get("/collections/sites/items/1?crs=http%3A%2F%2Fwww.opengis.net%2Fdef%2Fcrs%2FEPSG%2F0%2F3857")
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let x = r.body["geometry"]["coordinates"][0].as_f64().unwrap();
+    assert!((x - 111319.49).abs() < 0.1, "{x}");
+    // The named column gives Last-Modified; convention is switched off for `plain`.
+    assert_eq!(r.headers["last-modified"], "Thu, 06 May 2021 07:08:09 GMT");
+    let r = app.get("/collections/plain/items/1").await;
+    assert!(!r.headers.contains_key("last-modified"), "{:?}", r.headers);
+
+    // Preconditions are required on `sites`.
+    let merge = ("content-type", "application/merge-patch+json");
+    let patch = Some(json!({"properties": {"name": "b"}}).to_string());
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/sites/items/1",
+            &[merge],
+            patch.clone(),
+        )
+        .await;
+    assert_eq!(r.status, 428, "{r:?}");
+    let r = app
+        .send("DELETE", "/collections/sites/items/1", &[], None)
+        .await;
+    assert_eq!(r.status, 428, "{r:?}");
+    let etag = app.get("/collections/sites/items/1").await.headers["etag"].clone();
+    let if_match = ("if-match", etag.to_str().unwrap());
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/sites/items/1",
+            &[merge, if_match],
+            patch,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    assert_eq!(
+        app.db
+            .text("SELECT (changed > now() - interval '1 minute')::text FROM sites")
+            .await
+            .as_deref(),
+        Some("true"),
+        "the last-modified column moves on with each write"
+    );
+
+    // `archive` is read-only by configuration.
+    let r = app.post("archive", &point(0.0, 0.0, json!({}))).await;
+    assert_eq!(r.status, 405, "{r:?}");
+    assert_eq!(r.headers["allow"], "GET, HEAD, OPTIONS");
+    assert_eq!(
+        app.get("/collections/archive").await.body["writable"],
+        false
+    );
+    std::fs::remove_file(path).ok();
+}
+
+#[tokio::test]
+async fn bad_settings_stop_start_up_with_a_clear_message() {
+    for (text, expected) in [
+        (
+            "[collections.nope]\ntitle = \"x\"",
+            "'nope', which is not published",
+        ),
+        (
+            "[collections.sites]\nlast_modified = \"name\"",
+            "not a timestamptz column",
+        ),
+        (
+            "[collections.sites]\ncrs = [\"EPSG:999999\"]",
+            "spatial_ref_sys",
+        ),
+        ("[collections.sites]\ntitel = \"typo\"", "unknown field"),
+    ] {
+        let db = TestDb::new(SETUP).await;
+        let mut config = Config::for_database(&db.url);
+        let path = settings_file(text);
+        config.settings = Some(path.clone());
+        let err = AppState::start(&config)
+            .await
+            .err()
+            .expect("start-up fails");
+        let message = err.to_string();
+        assert!(message.contains(expected), "{text}: {message}");
+        assert!(message.contains("FEATUREPIPE_CONFIG"), "{message}");
+        std::fs::remove_file(path).ok();
+    }
+}
