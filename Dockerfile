@@ -5,6 +5,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY migrations migrations
 COPY openapi openapi
+COPY assets assets
 COPY benches benches
 RUN cargo build --release --locked --bin featurepipe
 

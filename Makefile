@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test bench bench-quick bench-parse build lint fmt
+.PHONY: run test bench bench-quick bench-parse build lint fmt openapi
 
 run:
 	scripts/dev.sh
@@ -25,3 +25,7 @@ lint:
 
 fmt:
 	cargo fmt
+
+# Regenerate the committed OpenAPI document from the code (a test checks they agree).
+openapi:
+	cargo run --quiet -- openapi > openapi/featurepipe.json

@@ -70,32 +70,11 @@ impl AppState {
 
 /// The HTTP API.
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(api::health::healthz))
-        .route("/readyz", get(api::health::readyz))
-        .route("/api", get(api::openapi::document))
-        .route("/", get(api::landing::landing))
-        .route("/conformance", get(api::landing::conformance))
-        .route("/collections", get(api::collections::list))
-        .route("/collections/{collection_id}", get(api::collections::one))
-        .route(
-            "/collections/{collection_id}/schema",
-            get(api::collections::schema),
-        )
-        .route(
-            "/collections/{collection_id}/items",
-            get(api::items::list)
-                .post(api::items::create)
-                .options(api::items::options),
-        )
-        .route(
-            "/collections/{collection_id}/items/{feature_id}",
-            get(api::item::get)
-                .put(api::item::put)
-                .patch(api::item::patch)
-                .delete(api::item::delete)
-                .options(api::item::options),
-        )
+    let (routes, _) = api::openapi::routes().split_for_parts();
+    routes
+        // The documentation page's vendored assets (not API operations).
+        .route("/api/swagger-ui-bundle.js", get(api::openapi::swagger_js))
+        .route("/api/swagger-ui.css", get(api::openapi::swagger_css))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

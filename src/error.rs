@@ -3,6 +3,7 @@
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::write::report::BatchReport;
 
@@ -10,7 +11,7 @@ use crate::write::report::BatchReport;
 pub const MAX_LISTED_ERRORS: usize = 100;
 
 /// One problem with one feature: where it is (JSON pointer) and what is wrong.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, ToSchema)]
 pub struct FieldError {
     /// Index of the feature in the request (0 for a single Feature); absent
     /// when the database could not tie the problem to one feature (e.g. at COMMIT).
@@ -56,21 +57,27 @@ impl FieldError {
 #[derive(Debug, Clone)]
 pub struct ApiError(Box<Problem>);
 
-/// The problem document.
-#[derive(Debug, Clone, Serialize)]
-struct Problem {
+/// The problem document (RFC 9457), with the feature-level problems.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
     #[serde(skip)]
     http_status: StatusCode,
-    /// Problem type URI (a tag URI; not dereferenceable).
+    /// Problem type: `urn:featurepipe:problem:<kind>` (not dereferenceable).
     #[serde(rename = "type")]
     kind: String,
+    /// The status's reason phrase.
     title: String,
+    /// The HTTP status code.
     status: u16,
+    /// What went wrong, in one line.
     detail: String,
+    /// Problems with features or fields: the first 100.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     errors: Vec<FieldError>,
+    /// How many problems there were in all.
     #[serde(skip_serializing_if = "Option::is_none")]
     total_errors: Option<usize>,
+    /// For a failed write: what happened to each batch (none is committed).
     #[serde(skip_serializing_if = "Option::is_none")]
     batches: Option<Vec<BatchReport>>,
     #[serde(skip)]

@@ -1,4 +1,4 @@
-//! The `featurepipe` command line: `serve` and `migrate`.
+//! The `featurepipe` command line: `serve`, `migrate` and `openapi`.
 
 use std::process::ExitCode;
 
@@ -28,6 +28,8 @@ enum Command {
     Serve(Config),
     /// Apply pending migrations to the service's own schema and exit.
     Migrate(DatabaseArgs),
+    /// Print the OpenAPI document (as committed in openapi/featurepipe.json).
+    Openapi,
 }
 
 /// mimalloc reads its options from the environment before `main` runs. By
@@ -71,6 +73,10 @@ async fn run() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Serve(config) => serve(config).await,
         Command::Migrate(args) => migrate_only(args).await,
+        Command::Openapi => {
+            print!("{}", featurepipe::api::openapi::document_json());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

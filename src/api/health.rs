@@ -1,19 +1,37 @@
 //! Liveness and readiness probes.
 
+use super::model::Health;
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Problem};
 
 /// `GET /healthz`: the process is alive.
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "Operations",
+    summary = "The process is alive",
+    responses((status = 200, description = "Alive", body = Health))
+)]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
 }
 
 /// `GET /readyz`: a database connection answers now (503 otherwise).
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "Operations",
+    summary = "A database connection answers now",
+    responses((status = 200, description = "Ready", body = Health), (status = 503, description = "Not ready", body = Problem, content_type = "application/problem+json"))
+)]
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
     state.db.is_ready().await?;
-    Ok(Json(json!({"status": "ready"})))
+    Ok(Json(Health {
+        status: "ready".into(),
+    }))
 }

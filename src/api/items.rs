@@ -10,19 +10,30 @@ use serde_json::json;
 
 use super::body::{check_content_type, read_body};
 use super::links::BaseUrl;
+use super::model::{FeatureCollection, FeatureOrCollection};
 use super::query_pairs;
 use super::representation::{
     check_writable, feature_response, items_allow, options_response, reading, set_content_crs,
     set_location, set_preference_applied, Return, FEATURE_TYPES, GEOJSON,
 };
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, Problem};
 use crate::feature::parse_body;
 use crate::read::params::{percent_encode, ItemsQuery};
 use crate::read::{self};
+use crate::write::report::WriteReport;
 use crate::write::write_features;
 
 /// A page of features as a GeoJSON FeatureCollection with paging links.
+#[utoipa::path(
+    get,
+    path = "/collections/{collectionId}/items",
+    tag = "Features",
+    summary = "A page of features; any other parameter naming a column of a simple type filters by equality",
+    operation_id = "getFeatures",
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("limit" = Option<i64>, Query, description = "Page size, 1..10000 (larger values are lowered); default 10"), ("offset" = Option<i64>, Query, description = "Features to skip; next/prev links carry it"), ("bbox" = Option<String>, Query, description = "4 or 6 numbers: only features intersecting the box (in bbox-crs, CRS84 by default)"), ("bbox-crs" = Option<String>, Query, description = "CRS of bbox (one of the collection's `crs`)"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = Option<String>, Query, description = "Output format: json (the only one)")),
+    responses((status = 200, description = "A FeatureCollection with numberMatched, numberReturned and paging links", content_type = "application/geo+json", body = FeatureCollection, headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+)]
 pub async fn list(
     State(state): State<AppState>,
     Path(collection_id): Path<String>,
@@ -91,6 +102,16 @@ pub async fn list(
 /// Create features; 201 with the ids in feature order and a per-batch report.
 /// A single Feature with `Prefer: return=representation` or `return=minimal`
 /// is answered as OGC API - Features Part 4 says instead.
+#[utoipa::path(
+    post,
+    path = "/collections/{collectionId}/items",
+    tag = "Features",
+    summary = "Create one Feature (Part 4) or a whole FeatureCollection (extension: bulk, pipelined, one transaction)",
+    operation_id = "createFeatures",
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)")),
+    request_body(description = "A GeoJSON Feature or FeatureCollection", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"))),
+    responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature, return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+)]
 pub async fn create(
     State(state): State<AppState>,
     Path(collection_id): Path<String>,
@@ -139,6 +160,15 @@ pub async fn create(
 }
 
 /// `OPTIONS`: the methods this collection allows and the bodies POST takes.
+#[utoipa::path(
+    options,
+    path = "/collections/{collectionId}/items",
+    tag = "Features",
+    summary = "Methods allowed on the items",
+    operation_id = "optionsFeatures",
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections")),
+    responses((status = 200, description = "The methods this collection allows here", headers(("Allow" = String, description = "Methods allowed"), ("Accept-Post" = Option<String>, description = "Media types the write takes (writable collections)"))), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"))
+)]
 pub async fn options(
     State(state): State<AppState>,
     Path(collection_id): Path<String>,

@@ -2,11 +2,11 @@
 
 use axum::extract::RawQuery;
 use axum::Json;
-use serde_json::{json, Value};
 
 use super::links::BaseUrl;
+use super::model::{Conformance, LandingPage};
 use super::query_pairs;
-use crate::error::ApiError;
+use crate::error::{ApiError, Problem};
 use crate::read::params::only_format;
 
 /// The conformance classes this service implements. Part 4's classes are
@@ -32,23 +32,64 @@ pub const CONFORMANCE: &[&str] = &[
 ];
 
 /// The landing page: where the API, its conformance and its data are.
-pub async fn landing(base: BaseUrl, RawQuery(query): RawQuery) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "Capabilities",
+    summary = "Landing page",
+    params(("f" = Option<String>, Query, description = "Output format: json (the only one)")),
+    responses((status = 200, description = "Links to the API, its conformance and the collections", body = LandingPage), (status = 400, description = "Unknown parameter", body = Problem, content_type = "application/problem+json"))
+)]
+pub async fn landing(
+    base: BaseUrl,
+    RawQuery(query): RawQuery,
+) -> Result<Json<LandingPage>, ApiError> {
     only_format(&query_pairs(query.as_deref())?)?;
-    Ok(Json(json!({
-        "title": "featurepipe",
-        "description": "Fast GeoJSON ingestion into PostGIS, speaking OGC API - Features",
-        "links": [
+    Ok(Json(LandingPage {
+        title: "featurepipe".into(),
+        description: "Fast GeoJSON ingestion into PostGIS, speaking OGC API - Features".into(),
+        links: vec![
             base.link("/", "self", "application/json", "This document"),
-            base.link("/api", "service-desc", "application/vnd.oai.openapi+json;version=3.0", "The API definition"),
-            base.link("/api.html", "service-doc", "text/html", "The API documentation"),
-            base.link("/conformance", "conformance", "application/json", "Conformance classes"),
-            base.link("/collections", "data", "application/json", "The collections"),
+            base.link(
+                "/api",
+                "service-desc",
+                "application/vnd.oai.openapi+json;version=3.1",
+                "The API definition",
+            ),
+            base.link(
+                "/api.html",
+                "service-doc",
+                "text/html",
+                "The API documentation",
+            ),
+            base.link(
+                "/conformance",
+                "conformance",
+                "application/json",
+                "Conformance classes",
+            ),
+            base.link(
+                "/collections",
+                "data",
+                "application/json",
+                "The collections",
+            ),
         ],
-    })))
+    }))
 }
 
 /// `GET /conformance`.
-pub async fn conformance(RawQuery(query): RawQuery) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/conformance",
+    tag = "Capabilities",
+    summary = "Conformance classes implemented",
+    params(("f" = Option<String>, Query, description = "Output format: json (the only one)")),
+    responses((status = 200, description = "Conformance classes", body = Conformance), (status = 400, description = "Unknown parameter", body = Problem, content_type = "application/problem+json"))
+)]
+pub async fn conformance(RawQuery(query): RawQuery) -> Result<Json<Conformance>, ApiError> {
     only_format(&query_pairs(query.as_deref())?)?;
-    Ok(Json(json!({ "conformsTo": CONFORMANCE })))
+    Ok(Json(Conformance {
+        conforms_to: CONFORMANCE.iter().map(|c| c.to_string()).collect(),
+    }))
 }

@@ -6,8 +6,8 @@ use axum::http::request::Parts;
 use std::convert::Infallible;
 
 use axum::http::header;
-use serde_json::{json, Value};
 
+use super::model::Link;
 use crate::app::AppState;
 
 /// The base URL links start with: `FEATUREPIPE_PUBLIC_URL`, else
@@ -33,8 +33,13 @@ impl FromRequestParts<AppState> for BaseUrl {
 }
 
 impl BaseUrl {
-    /// A link object to `path` (absolute from the service root).
-    pub fn link(&self, path: &str, rel: &str, media_type: &str, title: &str) -> Value {
-        json!({"href": format!("{}{path}", self.0), "rel": rel, "type": media_type, "title": title})
+    /// A link to `path` (absolute from the service root).
+    pub fn link(&self, path: &str, rel: &str, media_type: &str, title: &str) -> Link {
+        Link {
+            href: format!("{}{path}", self.0),
+            rel: rel.to_owned(),
+            media_type: media_type.to_owned(),
+            title: title.to_owned(),
+        }
     }
 }

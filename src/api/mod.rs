@@ -7,6 +7,7 @@ pub mod item;
 pub mod items;
 pub mod landing;
 pub mod links;
+pub mod model;
 pub mod openapi;
 pub mod representation;
 

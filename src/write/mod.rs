@@ -54,7 +54,9 @@ pub struct WriteOptions {
 }
 
 /// How features are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// COPY for requests of at least the threshold, where COPY can be used.

@@ -5,9 +5,10 @@ use std::time::Instant;
 
 use serde::Serialize;
 use tokio_postgres::error::SqlState;
+use utoipa::ToSchema;
 
 /// What happened to one batch.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BatchStatus {
     /// Written and committed.
@@ -19,7 +20,7 @@ pub enum BatchStatus {
 }
 
 /// A contiguous run of features that were not written without being at fault.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct FeatureRun {
     /// First feature index.
     pub first: usize,
@@ -28,7 +29,7 @@ pub struct FeatureRun {
 }
 
 /// One batch of the write.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, ToSchema)]
 pub struct BatchReport {
     /// Batch number, from 0.
     pub index: usize,
@@ -95,11 +96,12 @@ impl Serialize for Ids {
 }
 
 /// The response body of a successful write.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct WriteReport {
     /// How the features were written.
     pub strategy: super::Strategy,
-    /// The new keys, one per feature, in feature order.
+    /// The new keys, one per feature, in feature order: numbers for integer keys, else strings.
+    #[schema(value_type = Vec<Object>)]
     pub ids: Ids,
     /// Every batch, committed.
     pub batches: Vec<BatchReport>,

@@ -1,4 +1,5 @@
-//! The committed OpenAPI document describes the routes the service really has.
+//! The OpenAPI document is generated from the code, committed, and describes
+//! the routes the service really has.
 
 use axum::body::Body;
 use axum::http::{Method, Request};
@@ -6,21 +7,28 @@ use serde_json::Value;
 
 use crate::support::TestApp;
 
+#[test]
+fn committed_document_is_the_generated_one() {
+    let committed = std::fs::read_to_string("openapi/featurepipe.json").unwrap();
+    assert!(
+        committed == featurepipe::api::openapi::document_json(),
+        "openapi/featurepipe.json is out of date: run `make openapi` and commit it"
+    );
+}
+
 #[tokio::test]
 async fn every_documented_operation_is_routed() {
     let app = TestApp::new("CREATE TABLE pts (id serial PRIMARY KEY, geom geometry)").await;
     let served = app.get("/api").await;
     assert_eq!(served.status, 200);
-    let doc: Value = serde_json::from_str(featurepipe::api::openapi::DOCUMENT).unwrap();
+    let doc: Value = serde_json::from_str(featurepipe::api::openapi::document_json()).unwrap();
     assert_eq!(served.body, doc);
+    let mut operations = 0;
     for (path, ops) in doc["paths"].as_object().unwrap() {
-        let concrete = path.replace("{collectionId}", "pts");
-        for method in ops
-            .as_object()
-            .unwrap()
-            .keys()
-            .filter(|k| *k != "parameters")
-        {
+        let concrete = path
+            .replace("{collectionId}", "pts")
+            .replace("{featureId}", "1");
+        for method in ops.as_object().unwrap().keys() {
             let method: Method = method.to_uppercase().parse().unwrap();
             let r = app
                 .request(
@@ -36,6 +44,36 @@ async fn every_documented_operation_is_routed() {
                 !kind.ends_with(":not-found") && !kind.ends_with(":method-not-allowed"),
                 "{method} {path} is documented but not routed: {r:?}"
             );
+            operations += 1;
         }
+    }
+    assert_eq!(operations, 17);
+    // Problem documents, the bulk report and the collection are described.
+    for schema in [
+        "Problem",
+        "FieldError",
+        "WriteReport",
+        "BatchReport",
+        "CollectionInfo",
+    ] {
+        assert!(doc["components"]["schemas"][schema].is_object(), "{schema}");
+    }
+}
+
+#[tokio::test]
+async fn documentation_page_works_offline() {
+    let app = TestApp::new("CREATE TABLE pts (id serial PRIMARY KEY, geom geometry)").await;
+    let page = app.get("/api.html").await;
+    assert_eq!(page.status, 200);
+    let html = page.body.as_str().unwrap();
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "{html}"
+    );
+    for asset in ["/api/swagger-ui-bundle.js", "/api/swagger-ui.css"] {
+        assert!(html.contains(&asset[1..]), "{asset}");
+        let r = app.get(asset).await;
+        assert_eq!(r.status, 200, "{asset}");
+        assert!(r.body.as_str().unwrap().len() > 10_000, "{asset}");
     }
 }
