@@ -63,20 +63,56 @@ pub fn scalar(raw: &RawValue, ty: ScalarType) -> Result<SqlValue, CoerceError> {
             Ok(SqlValue::Text(text.to_owned()))
         }
         ScalarType::Text { max_chars } if text.starts_with('"') => {
-            let s: String = serde_json::from_str(text).map_err(unreadable)?;
+            // The body's syntax is checked already: without a backslash, the
+            // text between the quotes is the string itself.
+            let s = match text[1..text.len() - 1] {
+                ref plain if !plain.contains('\\') => plain.to_owned(),
+                _ => serde_json::from_str(text).map_err(unreadable)?,
+            };
             checked_text(s, max_chars).map(SqlValue::Text)
         }
+        ScalarType::Int2 | ScalarType::Int4 | ScalarType::Int8 => match plain_integer(text) {
+            Some(v) => ranged_integer(v, ty),
+            None => scalar_value(&parse(raw)?, ty),
+        },
         _ => scalar_value(&parse(raw)?, ty),
     }
 }
 
+/// A JSON number written as a plain integer that fits an i64 (no fraction or exponent).
+fn plain_integer(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// An integer for an integer column, range-checked.
+fn ranged_integer(v: i64, ty: ScalarType) -> Result<SqlValue, CoerceError> {
+    let (min, max, name) = match ty {
+        ScalarType::Int2 => (i16::MIN.into(), i16::MAX.into(), "smallint"),
+        ScalarType::Int4 => (i32::MIN.into(), i32::MAX.into(), "integer"),
+        _ => (i64::MIN, i64::MAX, "bigint"),
+    };
+    if v < min || v > max {
+        return Err(err(
+            "out_of_range",
+            format!("{v} is out of range for {name}"),
+        ));
+    }
+    Ok(match ty {
+        ScalarType::Int2 => SqlValue::Int2(v as i16),
+        ScalarType::Int4 => SqlValue::Int4(v as i32),
+        _ => SqlValue::Int8(v),
+    })
+}
+
 fn scalar_value(value: &Value, ty: ScalarType) -> Result<SqlValue, CoerceError> {
     match ty {
-        ScalarType::Int2 => integer(value, i16::MIN.into(), i16::MAX.into(), "smallint")
-            .map(|v| SqlValue::Int2(v as i16)),
-        ScalarType::Int4 => integer(value, i32::MIN.into(), i32::MAX.into(), "integer")
-            .map(|v| SqlValue::Int4(v as i32)),
-        ScalarType::Int8 => integer(value, i64::MIN, i64::MAX, "bigint").map(SqlValue::Int8),
+        ScalarType::Int2 | ScalarType::Int4 | ScalarType::Int8 => {
+            integer(value, ty).and_then(|v| ranged_integer(v, ty))
+        }
         ScalarType::Float8 => float(value, f64::MAX).map(SqlValue::Float8),
         ScalarType::Float4 => float(value, f32::MAX.into()).map(|v| SqlValue::Float4(v as f32)),
         ScalarType::Numeric => numeric(value).map(SqlValue::Text),
@@ -161,7 +197,13 @@ pub fn array(raw: &RawValue, elem: ScalarType) -> Result<SqlValue, CoerceError> 
 /// 2^53: integers below it in magnitude are exact in an f64.
 const F64_EXACT: f64 = 9_007_199_254_740_992.0;
 
-fn integer(value: &Value, min: i64, max: i64, name: &str) -> Result<i64, CoerceError> {
+/// An integral JSON number as an i64 (range-checked by the caller).
+fn integer(value: &Value, ty: ScalarType) -> Result<i64, CoerceError> {
+    let name = match ty {
+        ScalarType::Int2 => "smallint",
+        ScalarType::Int4 => "integer",
+        _ => "bigint",
+    };
     let n = value
         .as_number()
         .ok_or_else(|| type_error(&format!("an integer ({name})"), value))?;
@@ -185,12 +227,6 @@ fn integer(value: &Value, min: i64, max: i64, name: &str) -> Result<i64, CoerceE
             }
         },
     };
-    if v < min || v > max {
-        return Err(err(
-            "out_of_range",
-            format!("{v} is out of range for {name}"),
-        ));
-    }
     Ok(v)
 }
 

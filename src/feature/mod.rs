@@ -220,6 +220,8 @@ struct Validator<'a> {
     malformed: bool,
     shapes: Vec<Vec<usize>>,
     purpose: Purpose,
+    /// (column, value) of the feature being validated; reused.
+    cells: Vec<(usize, SqlValue)>,
 }
 
 /// A JSON pointer into the body: `/features/{i}{suffix}`, or `{suffix}` for a single Feature.
@@ -242,6 +244,7 @@ impl<'a> Validator<'a> {
             malformed: false,
             shapes: Vec::new(),
             purpose: Purpose::Create,
+            cells: Vec::with_capacity(coll.columns.len()),
         }
     }
 
@@ -295,7 +298,8 @@ impl<'a> Validator<'a> {
         };
         let errors_before = self.total;
         let mut check_required = !patch;
-        let mut cells: Vec<(usize, SqlValue)> = Vec::with_capacity(self.coll.columns.len());
+        // One buffer serves every feature: only the row's own values are allocated.
+        let mut cells = std::mem::take(&mut self.cells);
         self.geometry(i, index, f.geometry, &mut cells);
         match f.properties {
             Some(Properties::Members(members)) => self.properties(i, index, members, &mut cells),
@@ -322,17 +326,23 @@ impl<'a> Validator<'a> {
             self.required(i, index, &cells);
         }
         if self.total > errors_before {
+            cells.clear();
+            self.cells = cells;
             return None;
         }
         cells.sort_unstable_by_key(|(c, _)| *c);
-        let (columns, values): (Vec<usize>, Vec<SqlValue>) = cells.into_iter().unzip();
-        let shape = match self.shapes.iter().position(|s| *s == columns) {
+        let same_columns = |s: &Vec<usize>| {
+            s.len() == cells.len() && s.iter().zip(&cells).all(|(a, (b, _))| a == b)
+        };
+        let shape = match self.shapes.iter().position(same_columns) {
             Some(shape) => shape,
             None => {
-                self.shapes.push(columns);
+                self.shapes.push(cells.iter().map(|(c, _)| *c).collect());
                 self.shapes.len() - 1
             }
         };
+        let values = cells.drain(..).map(|(_, v)| v).collect();
+        self.cells = cells;
         Some(FeatureRow { shape, values })
     }
 
@@ -392,7 +402,7 @@ impl<'a> Validator<'a> {
                 &format!("/properties/{}{element}", escape_pointer(name)),
             )
         };
-        let mut seen = Vec::with_capacity(props.len());
+        let first = cells.len();
         for (name, raw) in props {
             let Some(ci) = self.coll.column_index(&name) else {
                 if self.how.lenient {
@@ -406,7 +416,7 @@ impl<'a> Validator<'a> {
                 );
                 continue;
             };
-            if seen.contains(&ci) {
+            if cells[first..].iter().any(|(c, _)| *c == ci) {
                 self.error(
                     i,
                     pointer(&name, None),
@@ -415,7 +425,6 @@ impl<'a> Validator<'a> {
                 );
                 continue;
             }
-            seen.push(ci);
             match self.cell(ci, raw) {
                 Ok(v) => cells.push((ci, v)),
                 Err((code, message, element)) => {

@@ -12,7 +12,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::{Crs, GeometryColumn, GeometryType};
-use crate::json::Text;
+use crate::json::{MaybeText, Text};
 
 const EWKB_Z: u32 = 0x8000_0000;
 const EWKB_SRID: u32 = 0x2000_0000;
@@ -69,7 +69,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for GeometryIn<'a> {
                 };
                 while let Some(Text(key)) = map.next_key::<Text<'a>>()? {
                     match key.as_ref() {
-                        "type" => g.kind = map.next_value::<Loose<Text<'a>>>()?.0.map(|t| t.0),
+                        "type" => g.kind = map.next_value::<MaybeText<'a>>()?.0,
                         "coordinates" => g.coordinates = Some(map.next_value()?),
                         "geometries" => {
                             g.geometries = map.next_value::<Loose<Vec<GeometryIn<'a>>>>()?.0
@@ -103,6 +103,9 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Loose<T> {
 /// The contents of `coordinates`: numbers, arrays, or something else (kept to be reported).
 enum Coords {
     Num(f64),
+    /// An array of one to three numbers, kept inline: most arrays are
+    /// positions, and a million points must not cost a million allocations.
+    Position([f64; 3], u8),
     List(Vec<Coords>),
     Other(&'static str),
 }
@@ -125,7 +128,21 @@ impl<'de> Deserialize<'de> for Coords {
                 Ok(Coords::Num(v as f64))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Coords, A::Error> {
-                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(2));
+                let mut xyz = [0.0; 3];
+                let mut n = 0;
+                let spilled = loop {
+                    match seq.next_element()? {
+                        None if n == 0 => return Ok(Coords::List(Vec::new())),
+                        None => return Ok(Coords::Position(xyz, n as u8)),
+                        Some(Coords::Num(v)) if n < 3 => {
+                            xyz[n] = v;
+                            n += 1;
+                        }
+                        Some(other) => break other,
+                    }
+                };
+                let mut items: Vec<Coords> = xyz[..n].iter().map(|&v| Coords::Num(v)).collect();
+                items.push(spilled);
                 while let Some(item) = seq.next_element()? {
                     items.push(item);
                 }
@@ -168,8 +185,6 @@ pub fn encode_geometry(
     crs: &Crs,
 ) -> Result<Vec<u8>, GeometryError> {
     let mut enc = Encoder {
-        // A 2D point with SRID is 25 bytes; many requests hold a million of them.
-        out: Vec::with_capacity(32),
         srid: crs.srid,
         swap_xy: crs.lat_first,
         ..Encoder::default()
@@ -212,6 +227,10 @@ pub fn encode_geometry(
         _ => {}
     }
     enc.z = dims == 3;
+    // A point's size is known (25 bytes in 2D with its SRID), and a request
+    // may hold a million of them: allocate exactly. Others shrink at the end.
+    let point = kind == GeometryType::Point && !promote;
+    enc.out = Vec::with_capacity(if point { 9 + 8 * dims } else { 64 });
     if promote {
         enc.header(kind.multi().unwrap_or(kind), true);
         enc.count(1);
@@ -219,17 +238,23 @@ pub fn encode_geometry(
     } else {
         enc.geometry(geometry, kind, true)?;
     }
-    // Rows are held until written: give back what doubling over-reserved.
-    enc.out.shrink_to_fit();
+    if !point {
+        // Rows are held until written: give back what doubling over-reserved.
+        enc.out.shrink_to_fit();
+    }
     Ok(enc.out)
 }
 
 /// Number of values in the first position found, if any (2 or 3 when valid).
 fn first_dims(geometry: &GeometryIn<'_>) -> Option<usize> {
     fn in_coords(c: &Coords) -> Option<usize> {
-        let Coords::List(items) = c else { return None };
+        let items = match c {
+            Coords::Position(_, n) => return Some(*n as usize),
+            Coords::List(items) => items,
+            _ => return None,
+        };
         match items.first()? {
-            Coords::List(_) => items.iter().find_map(in_coords),
+            Coords::List(_) | Coords::Position(..) => items.iter().find_map(in_coords),
             _ => Some(items.len()),
         }
     }
@@ -359,6 +384,12 @@ impl Encoder {
     fn array<'c>(&self, coords: &'c Coords) -> Result<&'c [Coords], GeometryError> {
         match coords {
             Coords::List(items) => Ok(items),
+            Coords::Position(..) => {
+                // Numbers where arrays belong: blame the first, as for a list.
+                let mut e = self.malformed("coordinates must be arrays, not a number");
+                e.path.push_str("/0");
+                Err(e)
+            }
             Coords::Num(_) => Err(self.malformed("coordinates must be arrays, not a number")),
             Coords::Other(what) => {
                 Err(self.malformed(format!("coordinates must be arrays, not {what}")))
@@ -384,7 +415,7 @@ impl Encoder {
     }
 
     fn point(&mut self, coords: &Coords) -> Result<(), GeometryError> {
-        if self.array(coords)?.is_empty() {
+        if matches!(coords, Coords::List(items) if items.is_empty()) {
             // POINT EMPTY is NaN coordinates in WKB.
             let n = if self.z { 3 } else { 2 };
             for _ in 0..n {
@@ -397,27 +428,19 @@ impl Encoder {
 
     /// Write one position; returns it for ring-closure checks.
     fn position(&mut self, value: &Coords) -> Result<[f64; 3], GeometryError> {
+        if let Coords::Position(xyz, n) = value {
+            self.check_len(*n as usize)?;
+            return Ok(self.write_position(*xyz));
+        }
         let arr = self.array(value)?;
-        let want = if self.z { 3 } else { 2 };
-        if arr.len() < 2 || arr.len() > 3 {
-            return Err(self.malformed(format!("a position has 2 or 3 numbers, not {}", arr.len())));
-        }
-        if arr.len() != want {
-            return Err(self.invalid(
-                "dimension_mismatch",
-                format!(
-                    "a position has {} numbers, the geometry's others have {want}",
-                    arr.len()
-                ),
-            ));
-        }
+        self.check_len(arr.len())?;
         let mut xyz = [0.0; 3];
         for (i, v) in arr.iter().enumerate() {
             // On error the path is left pushed: the error carries it and encoding stops.
             self.path.push(Seg::Index(i));
             let n = match v {
                 Coords::Num(n) => *n,
-                Coords::List(_) => {
+                Coords::List(_) | Coords::Position(..) => {
                     return Err(self.malformed("coordinates must be numbers, not an array"))
                 }
                 Coords::Other(what) => {
@@ -427,13 +450,34 @@ impl Encoder {
             self.path.pop();
             xyz[i] = n;
         }
+        Ok(self.write_position(xyz))
+    }
+
+    /// A position has 2 or 3 numbers, as many as the geometry's others.
+    fn check_len(&self, len: usize) -> Result<(), GeometryError> {
+        let want = if self.z { 3 } else { 2 };
+        if !(2..=3).contains(&len) {
+            return Err(self.malformed(format!("a position has 2 or 3 numbers, not {len}")));
+        }
+        if len != want {
+            return Err(self.invalid(
+                "dimension_mismatch",
+                format!("a position has {len} numbers, the geometry's others have {want}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Write a checked position, x first.
+    fn write_position(&mut self, mut xyz: [f64; 3]) -> [f64; 3] {
         if self.swap_xy {
             xyz.swap(0, 1);
         }
-        for n in &xyz[..want] {
-            self.out.extend_from_slice(&n.to_le_bytes());
+        let n = if self.z { 3 } else { 2 };
+        for v in &xyz[..n] {
+            self.out.extend_from_slice(&v.to_le_bytes());
         }
-        Ok(xyz)
+        xyz
     }
 
     fn linestring(&mut self, coords: &Coords) -> Result<(), GeometryError> {
