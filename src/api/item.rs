@@ -18,7 +18,7 @@ use super::representation::{
 use crate::app::AppState;
 use crate::catalog::Collection;
 use crate::error::{ApiError, FieldError, Problem};
-use crate::feature::{parse_item, ItemBody, Purpose, Reading, MALFORMED};
+use crate::feature::{escape_pointer, parse_item, ItemBody, Purpose, Reading, MALFORMED};
 use crate::geometry::Crs;
 use crate::read::params::{check_format, offered_crs, unknown_parameter};
 use crate::read::{self};
@@ -104,9 +104,11 @@ async fn item_body(
     if let Some(given) = parsed.id.as_deref().filter(|given| *given != id) {
         return Err(mismatch("/id", given));
     }
-    if let Some(pk) = coll.primary_key.filter(|pk| parsed.columns.contains(pk)) {
-        let name = &coll.columns[pk].name;
-        return Err(mismatch(&format!("/properties/{name}"), "a key property"));
+    if let Some((pk, given)) = coll.primary_key.zip(parsed.key_property.as_deref()) {
+        if given != id {
+            let name = escape_pointer(&coll.columns[pk].name);
+            return Err(mismatch(&format!("/properties/{name}"), given));
+        }
     }
     Ok(parsed)
 }
@@ -181,7 +183,8 @@ pub async fn put(
     let coll = state.collection(&collection_id)?;
     let (parsed, outcome, crs) =
         replace_or_update(&state, &coll, &id, &headers, body, Purpose::Replace).await?;
-    let creates = client_keys(&coll) && !headers.contains_key(header::IF_MATCH);
+    let creates =
+        client_keys(&coll) && !headers.contains_key(header::IF_MATCH) && coll.could_be_key(&id);
     if matches!(outcome, Outcome::Missing) && creates {
         let stored =
             item::create(&state.db, &coll, &id, &parsed.columns, &parsed.values, &crs).await?;

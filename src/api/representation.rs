@@ -161,25 +161,35 @@ pub fn set_preference_applied(response: &mut Response, headers: &HeaderMap, retu
 /// `If-Match` and `If-Unmodified-Since` of a request to change a feature of
 /// `coll`; 428 when the collection requires one and there is none.
 pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Precondition, ApiError> {
-    let if_match = headers.get(header::IF_MATCH).map(|v| {
-        v.to_str()
-            .unwrap_or("")
-            .split(',')
-            .map(|t| t.trim().trim_matches('"').to_owned())
-            .collect()
-    });
-    // An invalid date is ignored (RFC 9110 13.1.4).
+    let tags: Vec<String> = headers
+        .get_all(header::IF_MATCH)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("").split(','))
+        .map(|t| t.trim().trim_matches('"').to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let if_match = headers.contains_key(header::IF_MATCH).then_some(tags);
+    // An invalid date is ignored, and so is the date when If-Match is given
+    // (RFC 9110 13.1.4).
     let if_unmodified_since = headers
         .get(header::IF_UNMODIFIED_SINCE)
+        .filter(|_| if_match.is_none())
         .and_then(|v| DateTime::parse_from_rfc2822(v.to_str().ok()?).ok())
         .map(|d| d.with_timezone(&Utc));
-    if coll.precondition_required && if_match.is_none() && if_unmodified_since.is_none() {
+    let only_create = headers
+        .get(header::IF_NONE_MATCH)
+        .is_some_and(|v| v.to_str().is_ok_and(|v| v.trim() == "*"));
+    if coll.precondition_required
+        && if_match.is_none()
+        && if_unmodified_since.is_none()
+        && !only_create
+    {
         return Err(ApiError::new(
             StatusCode::PRECONDITION_REQUIRED,
             "precondition-required",
             format!(
                 "changes to '{}' must say which version they change: send If-Match with the \
-                 feature's ETag (or If-Unmodified-Since)",
+                 feature's ETag (or If-Unmodified-Since; If-None-Match: * to create)",
                 coll.id
             ),
         ));
@@ -187,6 +197,7 @@ pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Preconditi
     Ok(Precondition {
         if_match,
         if_unmodified_since,
+        only_create,
     })
 }
 

@@ -197,6 +197,35 @@ impl Collection {
         }
     }
 
+    /// Whether `id` can be a value of the key column (else no feature has it).
+    pub fn could_be_key(&self, id: &str) -> bool {
+        let Some(pk) = self.primary_key else {
+            return false;
+        };
+        let int_range =
+            |min: i64, max: i64| id.parse::<i64>().is_ok_and(|v| (min..=max).contains(&v));
+        match self.columns[pk].ty {
+            ColumnType::Scalar(ScalarType::Int2) => int_range(i16::MIN.into(), i16::MAX.into()),
+            ColumnType::Scalar(ScalarType::Int4) => int_range(i32::MIN.into(), i32::MAX.into()),
+            ColumnType::Scalar(ScalarType::Int8) => int_range(i64::MIN, i64::MAX),
+            ColumnType::Scalar(ScalarType::Uuid) => uuid::Uuid::parse_str(id).is_ok(),
+            _ => true,
+        }
+    }
+
+    /// Columns a replace or update leaves as they are, even when the body
+    /// names them: generated and identity columns, types featurepipe cannot
+    /// write, geometries other than the feature's, and the last-modified
+    /// column (set to `now()` instead).
+    pub fn kept_on_change(&self, ci: usize) -> bool {
+        let col = &self.columns[ci];
+        col.generated
+            || col.identity != Identity::None
+            || col.ty == ColumnType::Unsupported
+            || (matches!(col.ty, ColumnType::Geometry(_)) && ci != self.geometry)
+            || Some(ci) == self.last_modified
+    }
+
     /// The offered CRS a request names (URI, `<URI>` or `[EPSG:n]`).
     pub fn find_crs(&self, reference: &str) -> Option<&Crs> {
         let uri = crs::normalize(reference);
@@ -329,7 +358,10 @@ fn apply_settings(
             Some(LastModified::Convention(false)) => None,
             Some(LastModified::Column(name)) => Some(
                 coll.column_index(name)
-                    .filter(|&ci| coll.columns[ci].ty == ColumnType::Scalar(ScalarType::Timestamptz))
+                    .filter(|&ci| {
+                        let c = &coll.columns[ci];
+                        c.ty == ColumnType::Scalar(ScalarType::Timestamptz) && !c.generated
+                    })
                     .ok_or_else(|| {
                         format!("'{id}': last_modified names '{name}', which is not a timestamptz column")
                     })?,
@@ -364,7 +396,7 @@ async fn known_crs(
     codes.extend(extra.values().flatten());
     let rows = client
         .query(
-            "SELECT auth_srid, srtext FROM spatial_ref_sys \
+            "SELECT auth_srid FROM spatial_ref_sys \
               WHERE auth_name = 'EPSG' AND auth_srid = ANY($1) AND srid = auth_srid",
             &[&codes],
         )
@@ -373,8 +405,7 @@ async fn known_crs(
         .iter()
         .map(|r| {
             let code: i32 = r.get(0);
-            let srtext: Option<String> = r.get(1);
-            (code, Crs::epsg(code, srtext.as_deref().unwrap_or("")))
+            (code, Crs::epsg(code))
         })
         .collect())
 }

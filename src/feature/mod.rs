@@ -132,6 +132,8 @@ pub struct ItemBody {
     pub values: Vec<SqlValue>,
     /// The body's `id` member as text, to compare with the URL's.
     pub id: Option<String>,
+    /// The key column given as a property, as text, to compare with the URL's.
+    pub key_property: Option<String>,
 }
 
 /// Parse and validate the body of a PUT (`Replace`) or PATCH (`Patch`).
@@ -170,9 +172,15 @@ pub fn parse_item(
             columns: v.shapes.swap_remove(row.shape),
             values: row.values,
             id,
+            key_property: v.key_property,
         }),
         _ => Err(v.failure()),
     }
+}
+
+/// An id as the text of a URL segment: a string's contents, a number's digits.
+fn id_text(raw: &RawValue) -> String {
+    serde_json::from_str::<String>(raw.get()).unwrap_or_else(|_| raw.get().to_owned())
 }
 
 fn invalid_json(e: serde_json::Error) -> ApiError {
@@ -222,6 +230,8 @@ struct Validator<'a> {
     purpose: Purpose,
     /// (column, value) of the feature being validated; reused.
     cells: Vec<(usize, SqlValue)>,
+    /// PUT/PATCH: the key given as a property, as text.
+    key_property: Option<String>,
 }
 
 /// A JSON pointer into the body: `/features/{i}{suffix}`, or `{suffix}` for a single Feature.
@@ -245,6 +255,7 @@ impl<'a> Validator<'a> {
             shapes: Vec::new(),
             purpose: Purpose::Create,
             cells: Vec::with_capacity(coll.columns.len()),
+            key_property: None,
         }
     }
 
@@ -424,6 +435,18 @@ impl<'a> Validator<'a> {
                     format!("'{name}' is given more than once"),
                 );
                 continue;
+            }
+            if self.purpose != Purpose::Create {
+                // A feature read, changed and written back carries what it was
+                // read with: the key (checked against the URL) and the columns
+                // a client cannot set, which are left as they are.
+                if Some(ci) == self.coll.primary_key {
+                    self.key_property = Some(id_text(raw));
+                    continue;
+                }
+                if self.coll.kept_on_change(ci) {
+                    continue;
+                }
             }
             match self.cell(ci, raw) {
                 Ok(v) => cells.push((ci, v)),

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use super::northing_first::NORTHING_FIRST;
+
 /// CRS84: longitude, latitude on WGS 84, the default of OGC API - Features.
 pub const CRS84: &str = "http://www.opengis.net/def/crs/OGC/1.3/CRS84";
 
@@ -27,23 +29,12 @@ impl Crs {
         }
     }
 
-    /// The EPSG CRS `code` with the axis order `srtext` (its `spatial_ref_sys` WKT) implies.
-    ///
-    /// EPSG's geographic CRSs are latitude first; projected ones follow their
-    /// AXIS entries, easting first when the WKT has none.
-    pub fn epsg(code: i32, srtext: &str) -> Crs {
-        // A projected CRS's own axes follow its PROJECTION; earlier ones are its base CRS's.
-        let own_axes = srtext.rsplit("PROJECTION[").next().unwrap_or(srtext);
-        let lat_first = srtext.starts_with("GEOGCS")
-            || (srtext.starts_with("PROJCS")
-                && own_axes
-                    .split("AXIS[")
-                    .nth(1)
-                    .is_some_and(|first| first.contains("NORTH") || first.contains("SOUTH")));
+    /// The EPSG CRS `code`, with the axis order EPSG defines for it.
+    pub fn epsg(code: i32) -> Crs {
         Crs {
             uri: epsg_uri(code),
             srid: code,
-            lat_first,
+            lat_first: NORTHING_FIRST.binary_search(&code).is_ok(),
         }
     }
 }
@@ -95,14 +86,19 @@ mod tests {
     }
 
     #[test]
-    fn axis_order_from_wkt() {
-        assert!(Crs::epsg(4326, "GEOGCS[\"WGS 84\",DATUM[]]").lat_first);
-        let utm = "PROJCS[\"x\",GEOGCS[\"y\",AXIS[\"Lat\",NORTH],AXIS[\"Lon\",EAST]],PROJECTION[\"tm\"],AXIS[\"Easting\",EAST],AXIS[\"Northing\",NORTH]]";
-        assert!(!Crs::epsg(25832, utm).lat_first);
-        let gk = "PROJCS[\"x\",PROJECTION[\"tm\"],AXIS[\"Northing\",NORTH],AXIS[\"Easting\",EAST]]";
-        assert!(Crs::epsg(31467, gk).lat_first);
-        assert!(!Crs::epsg(2193, "PROJCS[\"x\"]").lat_first);
-        let no_own_axes = "PROJCS[\"x\",GEOGCS[\"y\",AXIS[\"Lat\",NORTH]],PROJECTION[\"tm\"]]";
-        assert!(!Crs::epsg(2193, no_own_axes).lat_first);
+    fn axis_order_follows_epsg() {
+        assert!(NORTHING_FIRST.windows(2).all(|w| w[0] < w[1]), "sorted");
+        // Geographic: latitude first. Projected: by definition, mostly easting first.
+        for (code, lat_first) in [
+            (4326, true),
+            (4258, true),
+            (3857, false),
+            (25832, false),
+            (3035, true),
+            (31467, true),
+            (2193, true),
+        ] {
+            assert_eq!(Crs::epsg(code).lat_first, lat_first, "EPSG:{code}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod crs;
 mod encode;
+mod northing_first;
 
 pub use crs::Crs;
 pub use encode::{encode_ewkb, encode_geometry, GeometryError, GeometryIn, MALFORMED};

@@ -50,7 +50,7 @@ type Params = Vec<Box<dyn ToSql + Sync + Send>>;
 /// ` WHERE …` for the query's filters, appending their parameters.
 fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> String {
     let mut conds = Vec::new();
-    if let Some(bbox) = query.bbox {
+    if let Some(bbox) = &query.bbox {
         let parts: Vec<String> = bbox
             .parts()
             .into_iter()

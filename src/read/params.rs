@@ -2,7 +2,7 @@
 
 use axum::http::StatusCode;
 
-use crate::catalog::{Collection, ColumnType};
+use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::error::ApiError;
 use crate::geometry::{crs, Crs, WGS84_SRID};
 
@@ -12,12 +12,14 @@ pub const DEFAULT_LIMIT: i64 = 10;
 pub const MAX_LIMIT: i64 = 10_000;
 
 /// A box: min x, min y, max x, max y (easting/longitude first) in SRID `srid`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Bbox {
     /// The corners, x first.
     pub coords: [f64; 4],
     /// The SRID of `bbox-crs`.
     pub srid: i32,
+    /// `bbox` and `bbox-crs` as given, for paging links.
+    pub given: Vec<(&'static str, String)>,
 }
 
 /// A checked items query.
@@ -33,6 +35,9 @@ pub struct ItemsQuery {
     pub bbox: Option<Bbox>,
     /// Property equality filters: (column index, value as text).
     pub filters: Vec<(usize, String)>,
+    /// `datetime`, checked; featurepipe publishes no temporal property, so
+    /// it matches every feature (OGC API - Features 7.15.6).
+    pub datetime: Option<String>,
 }
 
 fn bad(param: &str, detail: impl Into<String>) -> ApiError {
@@ -81,6 +86,7 @@ impl ItemsQuery {
             offset: 0,
             bbox: None,
             filters: Vec::new(),
+            datetime: None,
         };
         for (i, (name, value)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(n, _)| n == name) {
@@ -107,17 +113,26 @@ impl ItemsQuery {
                 "bbox-crs" => bbox_crs = Some(offered_crs(coll, name, value)?),
                 "crs" => query.crs = offered_crs(coll, name, value)?.clone(),
                 "f" => check_format(value)?,
+                "datetime" => query.datetime = Some(checked_datetime(value)?),
                 other => match coll.column_index(other) {
                     Some(ci) if filterable(coll, ci) => query.filters.push((ci, value.clone())),
                     _ => return Err(unknown_parameter(
                         other,
-                        "limit, offset, bbox, bbox-crs, crs, f and its properties of simple types",
+                        "limit, offset, bbox, bbox-crs, crs, datetime, f and its properties of simple types",
                     )),
                 },
             }
         }
         query.bbox = match (bbox, bbox_crs) {
-            (Some(b), crs) => Some(checked_bbox(b, crs.unwrap_or(&coll.crs[0]))?),
+            (Some(b), crs) => {
+                let mut checked = checked_bbox(b, crs.unwrap_or(&coll.crs[0]))?;
+                for name in ["bbox", "bbox-crs"] {
+                    if let Some((_, v)) = pairs.iter().find(|(n, _)| n == name) {
+                        checked.given.push((name, v.clone()));
+                    }
+                }
+                Some(checked)
+            }
             (None, Some(_)) => return Err(bad("bbox-crs", "is given without bbox")),
             (None, None) => None,
         };
@@ -127,13 +142,14 @@ impl ItemsQuery {
     /// The query string of this query at another offset (for paging links).
     pub fn at_offset(&self, coll: &Collection, offset: i64) -> String {
         let mut parts = vec![format!("limit={}", self.limit), format!("offset={offset}")];
+        // The box as given: its axis order is its CRS's.
         if let Some(b) = &self.bbox {
-            let c = b.coords;
-            parts.push(format!("bbox={},{},{},{}", c[0], c[1], c[2], c[3]));
-            parts.push(format!(
-                "bbox-crs={}",
-                percent_encode(&crs::epsg_uri(b.srid))
-            ));
+            for (name, value) in &b.given {
+                parts.push(format!("{name}={}", percent_encode(value)));
+            }
+        }
+        if let Some(datetime) = &self.datetime {
+            parts.push(format!("datetime={}", percent_encode(datetime)));
         }
         if self.crs.uri != crs::CRS84 {
             parts.push(format!("crs={}", percent_encode(&self.crs.uri)));
@@ -149,9 +165,34 @@ impl ItemsQuery {
     }
 }
 
-/// Published properties of scalar types can be filtered on by equality.
+/// Published properties of scalar types can be filtered on by equality
+/// (`json` has no equality operator).
 fn filterable(coll: &Collection, ci: usize) -> bool {
-    ci != coll.geometry && matches!(coll.columns[ci].ty, ColumnType::Scalar(_))
+    ci != coll.geometry
+        && matches!(coll.columns[ci].ty, ColumnType::Scalar(t) if t != ScalarType::Json)
+}
+
+/// An RFC 3339 date-time, or an interval `start/end` where either may be `..` or empty.
+fn checked_datetime(value: &str) -> Result<String, ApiError> {
+    let instant = |s: &str| {
+        chrono::DateTime::parse_from_rfc3339(s).is_ok()
+            || chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+    };
+    let ok = match value.split_once('/') {
+        Some((start, end)) => {
+            let open = |s: &str| s.is_empty() || s == "..";
+            (open(start) || instant(start)) && (open(end) || instant(end))
+        }
+        None => instant(value),
+    };
+    if ok {
+        Ok(value.to_owned())
+    } else {
+        Err(bad(
+            "datetime",
+            format!("'{value}' is not an RFC 3339 date-time or interval"),
+        ))
+    }
 }
 
 /// The offered CRS `value` names, else a 400 listing those offered.
@@ -209,12 +250,13 @@ fn checked_bbox(b: [f64; 4], crs: &Crs) -> Result<Bbox, ApiError> {
     Ok(Bbox {
         coords,
         srid: crs.srid,
+        given: Vec::new(),
     })
 }
 
 impl Bbox {
     /// The box as one or two boxes that do not cross the antimeridian.
-    pub fn parts(self) -> Vec<[f64; 4]> {
+    pub fn parts(&self) -> Vec<[f64; 4]> {
         let [x0, y0, x1, y1] = self.coords;
         if x0 <= x1 {
             vec![self.coords]

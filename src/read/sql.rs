@@ -101,11 +101,14 @@ pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> String {
         n + 2,
         n + 3
     );
+    // ST_Intersects uses the spatial index and, unlike `&&`, compares the
+    // geometry itself rather than its bounding box.
     match (gc.geography, gc.srid) {
-        (true, s) => format!("{g} && ST_Transform({env}, {s})::geography"),
+        (true, s) => format!("ST_Intersects({g}, ST_Transform({env}, {s})::geography)"),
+        // Unconstrained columns may mix SRIDs, which ST_Intersects refuses.
         (false, 0) => format!("{g} && {env}"),
-        (false, s) if s == srid => format!("{g} && {env}"),
-        (false, s) => format!("{g} && ST_Transform({env}, {s})"),
+        (false, s) if s == srid => format!("ST_Intersects({g}, {env})"),
+        (false, s) => format!("ST_Intersects({g}, ST_Transform({env}, {s}))"),
     }
 }
 

@@ -38,6 +38,12 @@ fn code_name(code: &SqlState) -> &'static str {
     }
 }
 
+/// PostGIS could not transform a written geometry into the column's CRS: the
+/// coordinates are outside what the input CRS describes (a client mistake).
+fn untransformable(db: &tokio_postgres::error::DbError) -> bool {
+    db.code().code() == "XX000" && db.message().starts_with("transform:")
+}
+
 /// Describe the failure of feature `feature` (pointer prefix `at`) as reported by the database.
 pub fn feature_error(
     coll: &Collection,
@@ -50,6 +56,21 @@ pub fn feature_error(
         e.feature = feature;
         return (StatusCode::SERVICE_UNAVAILABLE, e);
     };
+    if untransformable(db) {
+        let mut e = FieldError::new(
+            0,
+            format!("{at}/geometry"),
+            "invalid_coordinates",
+            format!(
+                "the coordinates cannot be transformed into the column's CRS ({}); \
+                 are they in the CRS the request says (Content-Crs, CRS84 by default)?",
+                db.message()
+            ),
+        );
+        e.feature = feature;
+        e.sqlstate = Some(db.code().code().to_owned());
+        return (StatusCode::UNPROCESSABLE_ENTITY, e);
+    }
     let column = db.column().map(str::to_owned);
     let pointer = match column.as_deref().and_then(|c| coll.column_index(c)) {
         Some(ci) if ci == coll.geometry => format!("{at}/geometry"),

@@ -22,6 +22,8 @@ pub struct Precondition {
     pub if_match: Option<Vec<String>>,
     /// Compared with the last-modified column, to the second.
     pub if_unmodified_since: Option<DateTime<Utc>>,
+    /// `If-None-Match: *`: only if there is no such feature yet (PUT creating).
+    pub only_create: bool,
 }
 
 /// What happened to the feature.
@@ -56,21 +58,23 @@ pub async fn change(
     pre: &Precondition,
     crs: &Crs,
 ) -> Result<Outcome, ApiError> {
-    let leading: [&(dyn ToSql + Sync); 3] = [&id, &pre.if_match, &pre.if_unmodified_since];
-    let row = match query_one(db, &change_item(coll, change, crs), &leading, values).await? {
-        Ok(row) => row,
-        // An id that cannot be a key of this type names no feature.
-        Err(e)
-            if e.code()
-                .is_some_and(|c| c.code() == "22P02" || c.code() == "22003") =>
-        {
-            return Ok(Outcome::Missing)
-        }
-        Err(e) => return Err(item_error(coll, &e)),
+    if !coll.could_be_key(id) {
+        return Ok(Outcome::Missing);
+    }
+    // If-None-Match: * matches no existing feature: an empty tag list.
+    let if_match = match pre.only_create {
+        true => Some(Vec::new()),
+        false => pre.if_match.clone(),
     };
+    let leading: [&(dyn ToSql + Sync); 3] = [&id, &if_match, &pre.if_unmodified_since];
+    let row = query_one(db, &change_item(coll, change, crs), &leading, values)
+        .await?
+        .map_err(|e| item_error(coll, &e))?;
     let existed: bool = row.get(0);
     let done: Option<bool> = row.get(1);
     Ok(match (existed, done) {
+        // If-Match names a current representation; there is none (RFC 9110 13.1.1).
+        (false, _) if pre.if_match.is_some() && !pre.only_create => Outcome::PreconditionFailed,
         (false, _) => Outcome::Missing,
         (true, None) => Outcome::PreconditionFailed,
         (true, Some(_)) => {

@@ -99,31 +99,29 @@ pub fn change_item(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> Stri
             let mut sets = Vec::new();
             for (ci, column) in coll.columns.iter().enumerate() {
                 let given = columns.iter().position(|&c| c == ci);
-                let value = if Some(ci) == coll.last_modified {
-                    "now()".to_owned()
-                } else if let Some(i) = given {
+                let value = if let Some(i) = given {
                     param_expr(coll, ci, i + 4)
-                } else if replace
-                    && Some(ci) != coll.primary_key
-                    && !column.generated
-                    && column.ty != ColumnType::Unsupported
-                {
+                } else if replace && Some(ci) != coll.primary_key && !coll.kept_on_change(ci) {
                     "DEFAULT".to_owned()
                 } else {
                     continue;
                 };
                 sets.push(format!("{} = {value}", quote_ident(&column.name)));
             }
-            if sets.is_empty() {
-                // Nothing to change, but triggers still run and the row is still locked.
-                let pk = coll.primary_key.expect("writable");
-                let name = quote_ident(&coll.columns[pk].name);
-                sets.push(format!("{name} = t.{name}"));
+            if let Some(ci) = coll.last_modified {
+                sets.push(format!("{} = now()", quote_ident(&coll.columns[ci].name)));
             }
-            format!(
-                "UPDATE {table} AS t SET {} WHERE {key} AND EXISTS (SELECT FROM ok) RETURNING {returning}",
-                sets.join(", ")
-            )
+            if sets.is_empty() {
+                // Nothing to change: the locked row as it is.
+                format!(
+                    "SELECT {returning} FROM {table} AS t WHERE {key} AND EXISTS (SELECT FROM ok)"
+                )
+            } else {
+                format!(
+                    "UPDATE {table} AS t SET {} WHERE {key} AND EXISTS (SELECT FROM ok) RETURNING {returning}",
+                    sets.join(", ")
+                )
+            }
         }
     };
     format!(
@@ -145,6 +143,10 @@ pub fn insert_item(coll: &Collection, columns: &[usize], crs: &Crs) -> String {
     for (i, &ci) in columns.iter().enumerate() {
         names.push(quote_ident(&coll.columns[ci].name));
         values.push(param_expr(coll, ci, i + 2));
+    }
+    if let Some(ci) = coll.last_modified {
+        names.push(quote_ident(&coll.columns[ci].name));
+        values.push("now()".to_owned());
     }
     format!(
         "INSERT INTO {} AS t ({}) VALUES ({}) RETURNING {}",

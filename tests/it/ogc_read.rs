@@ -250,3 +250,44 @@ async fn schema_describes_the_properties() {
     assert_eq!(r.body["required"], json!(["species"]));
     assert_eq!(r.body["additionalProperties"], false);
 }
+
+#[tokio::test]
+async fn paging_keeps_the_query_and_bbox_tests_geometries() {
+    let app = TestApp::new(SETUP).await;
+    let epsg4326 = "http%3A%2F%2Fwww.opengis.net%2Fdef%2Fcrs%2FEPSG%2F0%2F4326";
+    // Latitude first in EPSG:4326: the box holds points 3..=9.
+    let first = app
+        .get(&format!("/collections/places/items?limit=2&bbox=1.4,2.5,4.6,9.5&bbox-crs={epsg4326}&datetime=2024-01-01T00:00:00Z/.."))
+        .await;
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(first.body["numberMatched"], 7);
+    let mut seen = 0;
+    let mut next = Some(hrefs(&first.body["links"], "self")[0].to_owned());
+    while let Some(link) = next {
+        let r = app.get(&link).await;
+        assert_eq!(r.body["numberMatched"], 7, "{link}: {r:?}");
+        seen += r.body["numberReturned"].as_u64().unwrap();
+        next = hrefs(&r.body["links"], "next")
+            .first()
+            .map(|s| s.to_string());
+    }
+    assert_eq!(seen, 7);
+    assert_eq!(
+        app.get("/collections/places/items?datetime=yesterday")
+            .await
+            .status,
+        400
+    );
+    // A line whose box overlaps the query box but which does not enter it.
+    let app = TestApp::new(
+        "CREATE TABLE l (id serial PRIMARY KEY, attrs json, geom geometry(LineString, 4326));
+         INSERT INTO l (geom) VALUES ('SRID=4326;LINESTRING(0 0, 10 0, 10 10)');",
+    )
+    .await;
+    let r = app.get("/collections/l/items?bbox=1,5,4,9").await;
+    assert_eq!(r.body["numberMatched"], 0, "{r:?}");
+    let r = app.get("/collections/l/items?bbox=9,5,11,9").await;
+    assert_eq!(r.body["numberMatched"], 1, "{r:?}");
+    let r = app.get("/collections/l/items?attrs=1").await;
+    assert_eq!(r.status, 400, "json columns cannot be compared: {r:?}");
+}

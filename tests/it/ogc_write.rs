@@ -427,3 +427,115 @@ async fn prefer_handling_strict_or_lenient() {
         .await;
     assert_eq!(r.status, 422, "{r:?}");
 }
+
+#[tokio::test]
+async fn what_was_read_can_be_written_back() {
+    let app = TestApp::new(
+        "CREATE TABLE roads (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text,
+                             length float8 GENERATED ALWAYS AS (ST_Length(geom)) STORED,
+                             price numeric(5,2), outline geometry(Polygon, 4326),
+                             updated timestamptz, geom geometry(LineString, 4326));
+         INSERT INTO roads (name, outline, geom) VALUES
+           ('a', 'SRID=4326;POLYGON((0 0,1 0,1 1,0 0))', 'SRID=4326;LINESTRING(0 0,3 4)');",
+    )
+    .await;
+    let read = app.get("/collections/roads/items/1").await;
+    let mut f = read.body.clone();
+    f["properties"]["name"] = json!("b");
+    // The key, generated and other geometry columns and the last-modified
+    // time come back as read: accepted, and left as they are.
+    f["properties"]["id"] = json!(1);
+    let r = app
+        .send(
+            "PUT",
+            "/collections/roads/items/1",
+            &[GEOJSON],
+            body(f.clone()),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    assert_eq!(
+        app.db
+            .text("SELECT concat_ws(' ', id, name, length, ST_AsText(outline), updated IS NOT NULL) FROM roads")
+            .await
+            .as_deref(),
+        Some("1 b 5 POLYGON((0 0,1 0,1 1,0 0)) t")
+    );
+    f["properties"]["id"] = json!(2);
+    let r = app
+        .send("PUT", "/collections/roads/items/1", &[GEOJSON], body(f))
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.body["errors"][0]["pointer"], "/properties/id");
+    // An empty patch on an identity-keyed table changes nothing.
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/roads/items/1",
+            &[MERGE],
+            body(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    // A value the column cannot hold is the body's fault, not a missing feature.
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/roads/items/1",
+            &[MERGE],
+            body(json!({"properties": {"price": 12345.67}})),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["sqlstate"], "22003");
+}
+
+#[tokio::test]
+async fn preconditions_follow_rfc_9110() {
+    let app = TestApp::new(SETUP).await;
+    let etag = app.get("/collections/sites/items/1").await.headers["etag"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // If-Match wins over an If-Unmodified-Since that would fail.
+    let both = [
+        MERGE,
+        ("if-match", etag.as_str()),
+        ("if-unmodified-since", "Mon, 01 Jan 2001 00:00:00 GMT"),
+    ];
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/sites/items/1",
+            &both,
+            body(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    // If-Match on a feature that does not exist: 412, not 404.
+    let r = app
+        .send(
+            "DELETE",
+            "/collections/sites/items/99",
+            &[("if-match", "*")],
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 412, "{r:?}");
+    // If-None-Match: * creates only.
+    let create_only = [GEOJSON, ("if-none-match", "*")];
+    let f = body(point(1.0, 1.0, json!({"label": "x"})));
+    let r = app
+        .send(
+            "PUT",
+            "/collections/codes/items/N1",
+            &create_only,
+            f.clone(),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let r = app
+        .send("PUT", "/collections/codes/items/N1", &create_only, f)
+        .await;
+    assert_eq!(r.status, 412, "{r:?}");
+}
