@@ -13,6 +13,9 @@ pub const MAX_LISTED_ERRORS: usize = 100;
 /// One problem with one feature: where it is (JSON pointer) and what is wrong.
 #[derive(Debug, Clone, Serialize, PartialEq, ToSchema)]
 pub struct FieldError {
+    /// Index of the operation of an edit session (`POST /transactions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<usize>,
     /// Index of the feature in the request (0 for a single Feature); absent
     /// when the database could not tie the problem to one feature (e.g. at COMMIT).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -41,6 +44,7 @@ impl FieldError {
     /// A validation problem found before touching the database.
     pub fn new(feature: usize, pointer: String, code: &str, message: impl Into<String>) -> Self {
         FieldError {
+            operation: None,
             feature: Some(feature),
             pointer,
             code: code.to_owned(),
@@ -80,6 +84,10 @@ pub struct Problem {
     /// For a failed write: what happened to each batch (none is committed).
     #[serde(skip_serializing_if = "Option::is_none")]
     batches: Option<Vec<BatchReport>>,
+    /// For a failed edit session: what happened to each operation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    report: Option<serde_json::Value>,
     #[serde(skip)]
     headers: Vec<(HeaderName, HeaderValue)>,
 }
@@ -96,6 +104,7 @@ impl ApiError {
             errors: Vec::new(),
             total_errors: None,
             batches: None,
+            report: None,
             headers: Vec::new(),
         }))
     }
@@ -122,6 +131,12 @@ impl ApiError {
     /// Add a response header (`Allow`, `Retry-After`, …).
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
         self.0.headers.push((name, value));
+        self
+    }
+
+    /// Attach the report of a failed edit session.
+    pub fn with_report(mut self, report: serde_json::Value) -> Self {
+        self.0.report = Some(report);
         self
     }
 
@@ -163,6 +178,11 @@ impl ApiError {
     /// The listed feature-level problems.
     pub fn errors(&self) -> &[FieldError] {
         &self.0.errors
+    }
+
+    /// All problems, including those not listed.
+    pub fn total_errors(&self) -> usize {
+        self.0.total_errors.unwrap_or(self.0.errors.len())
     }
 }
 

@@ -13,6 +13,7 @@ pub mod feature;
 pub mod geometry;
 pub mod proxy;
 pub mod read;
+pub mod session;
 pub mod write;
 
 use std::future::Future;

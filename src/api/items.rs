@@ -16,11 +16,13 @@ use super::representation::{
     check_writable, feature_response, items_allow, options_response, reading, set_content_crs,
     set_location, set_preference_applied, Return, FEATURE_TYPES, GEOJSON,
 };
+use super::transactions;
 use crate::app::AppState;
 use crate::error::{ApiError, Problem};
 use crate::feature::parse_body;
 use crate::read::params::{percent_encode, ItemsQuery};
 use crate::read::{self};
+use crate::session::{self, Mode};
 use crate::write::report::WriteReport;
 use crate::write::write_features;
 
@@ -108,7 +110,7 @@ pub async fn list(
     tag = "Features",
     summary = "Create one Feature (Part 4) or a whole FeatureCollection (extension: bulk, pipelined, one transaction)",
     operation_id = "createFeatures",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("mode" = Option<String>, Query, description = "For a FeatureCollection: atomic (default, one transaction), batch (each batch commits on its own) or skip (features the database refuses are skipped); batch and skip answer 200 with an edit-session report, one insert operation per feature"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)")),
     request_body(description = "A GeoJSON Feature or FeatureCollection", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"))),
     responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature, return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
@@ -116,10 +118,12 @@ pub async fn create(
     State(state): State<AppState>,
     Path(collection_id): Path<String>,
     base: BaseUrl,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
+    let mode = transactions::mode(query.as_deref())?;
     check_writable(&coll, items_allow(&coll))?;
     check_content_type(&headers, FEATURE_TYPES)?;
     let how = reading(&headers, &coll)?;
@@ -131,6 +135,11 @@ pub async fn create(
         .await
         .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
     let single = parsed.single;
+    if mode != Mode::Atomic && !single {
+        // Batch or skip: the features as one insert operation each.
+        let (operations, steps) = session::inserts(&coll, parsed);
+        return transactions::answer(&state, &operations, &steps, mode).await;
+    }
     let report = write_features(state.db.clone(), coll.clone(), parsed, state.write).await?;
     let Some(id) = report.ids.text(0).filter(|_| single) else {
         let mut response = (StatusCode::CREATED, Json(&report)).into_response();

@@ -10,6 +10,7 @@ pub mod links;
 pub mod model;
 pub mod openapi;
 pub mod representation;
+pub mod transactions;
 
 use axum::http::StatusCode;
 

@@ -144,3 +144,34 @@ pub struct Health {
     /// `ok` or `ready`.
     pub status: String,
 }
+
+/// The body of `POST /transactions`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionBody {
+    /// Carried out in this order.
+    pub operations: Vec<SessionOperation>,
+}
+
+/// One operation of an edit session.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionOperation {
+    /// `insert`, `replace`, `update` or `delete`.
+    pub op: String,
+    /// The collection's id.
+    pub collection: String,
+    /// insert (one Feature) or replace (the whole feature).
+    pub feature: Option<Feature>,
+    /// insert: a FeatureCollection.
+    pub features: Option<FeatureCollection>,
+    /// update: a JSON merge patch of the feature (properties and/or geometry).
+    pub patch: Option<Feature>,
+    /// replace, update, delete: the feature's key.
+    #[schema(value_type = Option<Object>)]
+    pub id: Option<serde_json::Value>,
+    /// delete: several keys.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub ids: Option<Vec<serde_json::Value>>,
+    /// replace, update, delete: the ETag the feature must still have (else the
+    /// operation fails with precondition_failed).
+    pub if_match: Option<String>,
+}

@@ -9,7 +9,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::{collections, health, item, items, landing};
+use super::{collections, health, item, items, landing, transactions};
 use crate::app::AppState;
 
 #[derive(OpenApi)]
@@ -44,6 +44,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(collections::one))
         .routes(routes!(collections::schema))
         .routes(routes!(items::list, items::create, items::options))
+        .routes(routes!(transactions::create))
         .routes(routes!(
             item::get,
             item::put,

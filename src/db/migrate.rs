@@ -5,11 +5,18 @@ use tokio_postgres::Client;
 use super::StartupError;
 
 /// Migrations in order: (version, name, SQL). Applied ones are never edited.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "featurepipe_schema",
-    include_str!("../../migrations/0001_featurepipe_schema.sql"),
-)];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "featurepipe_schema",
+        include_str!("../../migrations/0001_featurepipe_schema.sql"),
+    ),
+    (
+        2,
+        "fail_function",
+        include_str!("../../migrations/0002_fail_function.sql"),
+    ),
+];
 
 /// Arbitrary constant: replicas starting together take turns on this lock.
 const LOCK_KEY: i64 = 0x6665_6174_7572_6570; // "featurep"

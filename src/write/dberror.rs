@@ -13,6 +13,10 @@ pub fn status_for(code: &SqlState) -> StatusCode {
     let c = code.code();
     match c {
         "23505" | "23503" | "23P01" => StatusCode::CONFLICT,
+        // Raised by featurepipe.fail in edit sessions.
+        "P0002" => StatusCode::NOT_FOUND,
+        "FP412" => StatusCode::PRECONDITION_FAILED,
+        "FP422" => StatusCode::UNPROCESSABLE_ENTITY,
         "42501" => StatusCode::FORBIDDEN,
         "40001" | "40P01" | "55P03" => StatusCode::SERVICE_UNAVAILABLE,
         _ if c.starts_with("23") || c.starts_with("22") || c == "P0001" => {
@@ -33,6 +37,9 @@ fn code_name(code: &SqlState) -> &'static str {
         "23514" => "check_violation",
         "23P01" => "exclusion_violation",
         "P0001" => "raised_exception",
+        "P0002" => "not_found",
+        "FP412" => "precondition_failed",
+        "FP422" => "skipped_by_trigger",
         c if c.starts_with("22") => "data_exception",
         _ => "database_error",
     }
@@ -78,6 +85,7 @@ pub fn feature_error(
         None => at.to_owned(),
     };
     let field = FieldError {
+        operation: None,
         feature,
         pointer,
         code: code_name(db.code()).to_owned(),

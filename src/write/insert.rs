@@ -12,7 +12,7 @@ use super::{sql, write_failed, Job};
 use crate::error::ApiError;
 
 /// Prepared statements kept per connection; further ones live for one request.
-const STATEMENT_CACHE_LIMIT: usize = 64;
+pub const STATEMENT_CACHE_LIMIT: usize = 64;
 
 /// One request's INSERTs on one connection.
 pub struct Insert<'a> {

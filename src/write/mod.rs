@@ -2,10 +2,11 @@
 
 mod copy;
 pub mod dberror;
-mod guard;
+pub mod guard;
 mod insert;
+pub use insert::STATEMENT_CACHE_LIMIT;
 pub mod item;
-mod pipeline;
+pub mod pipeline;
 pub mod plan;
 pub mod report;
 pub mod sql;

@@ -66,6 +66,17 @@ pub fn insert(coll: &Collection, columns: &[usize]) -> String {
     sql
 }
 
+/// Like [`insert`], but a row a BEFORE INSERT trigger skipped (FP422) is an
+/// error of the statement, so that a transaction sent ahead of its answers
+/// cannot commit without it.
+pub fn insert_strict(coll: &Collection, columns: &[usize]) -> String {
+    format!(
+        "WITH ins AS ({}) SELECT COALESCE((SELECT * FROM ins), \
+         featurepipe.fail('FP422', 'a BEFORE INSERT trigger returned NULL: the feature would not be written')::text)",
+        insert(coll, columns)
+    )
+}
+
 /// What a statement on one feature does.
 #[derive(Debug, Clone, Copy)]
 pub enum ItemChange<'a> {
@@ -82,6 +93,32 @@ pub enum ItemChange<'a> {
 /// the change with values from `$4` on (geometry in `crs`). Its one row says whether the feature
 /// existed, whether the change was made, and the feature as it is now.
 pub fn change_item(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> String {
+    change_item_then(
+        coll,
+        change,
+        crs,
+        "SELECT (SELECT count(*) FROM cur) > 0, done.* FROM (SELECT) AS one LEFT JOIN done ON true",
+    )
+}
+
+/// Like [`change_item`], but a missing feature (P0002) or a failed
+/// precondition (FP412) is an error of the statement, so that a transaction
+/// sent ahead of its answers cannot commit around it. Answers the ETag.
+pub fn change_item_strict(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> String {
+    change_item_then(
+        coll,
+        change,
+        crs,
+        "SELECT CASE \
+           WHEN NOT EXISTS (SELECT FROM cur) \
+             THEN featurepipe.fail('P0002', format('no feature %s', $1::text)) \
+           WHEN NOT EXISTS (SELECT FROM done) \
+             THEN featurepipe.fail('FP412', format('feature %s has changed since it was read (if_match)', $1::text)) \
+         END, done.* FROM (SELECT) AS one LEFT JOIN done ON true",
+    )
+}
+
+fn change_item_then(coll: &Collection, change: ItemChange<'_>, crs: &Crs, answer: &str) -> String {
     let table = coll.qualified_name();
     let key = read_sql::key_equals(coll, 1).expect("only writable collections are changed");
     let last_modified = match coll.last_modified {
@@ -128,8 +165,7 @@ pub fn change_item(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> Stri
         "WITH cur AS (SELECT md5(t::text) AS etag, {last_modified} AS lm FROM {table} AS t WHERE {key} FOR UPDATE), \
          ok AS (SELECT FROM cur WHERE ($2::text[] IS NULL OR cur.etag = ANY($2::text[]) OR '*' = ANY($2::text[])) \
                 AND ($3::timestamptz IS NULL OR cur.lm IS NULL OR date_trunc('second', cur.lm) <= $3)), \
-         done AS ({done}) \
-         SELECT (SELECT count(*) FROM cur) > 0, done.* FROM (SELECT) AS one LEFT JOIN done ON true"
+         done AS ({done}) {answer}"
     )
 }
 

@@ -11,6 +11,7 @@ mod ogc_read;
 mod ogc_write;
 mod openapi;
 mod round_trips;
+mod sessions;
 mod settings;
 mod support;
 mod types;

@@ -47,9 +47,10 @@ async fn every_documented_operation_is_routed() {
             operations += 1;
         }
     }
-    assert_eq!(operations, 17);
+    assert_eq!(operations, 18);
     // Problem documents, the bulk report and the collection are described.
     for schema in [
+        "SessionReport",
         "Problem",
         "FieldError",
         "WriteReport",

@@ -1,0 +1,103 @@
+//! `POST /transactions`: a whole edit session in one request.
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::body::{check_content_type, read_body};
+use super::model::SessionBody;
+use super::query_pairs;
+use crate::app::AppState;
+use crate::error::{ApiError, Problem};
+use crate::read::params::unknown_parameter;
+use crate::session::report::SessionReport;
+use crate::session::{self, input, Mode, Operation, Step};
+
+/// The `mode` query parameter (the only one taken).
+pub fn mode(query: Option<&str>) -> Result<Mode, ApiError> {
+    let mut mode = Mode::Atomic;
+    for (name, value) in query_pairs(query)? {
+        match name.as_str() {
+            "mode" => {
+                mode = Mode::parse(&value).ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid-parameter",
+                        format!("query parameter 'mode': '{value}' is not atomic, batch or skip"),
+                    )
+                })?
+            }
+            other => return Err(unknown_parameter(other, "mode")),
+        }
+    }
+    Ok(mode)
+}
+
+/// Run a validated session and answer: 200 with the report, or, when an
+/// atomic session failed (nothing written), the first failure's problem with
+/// the report attached.
+pub async fn answer(
+    state: &AppState,
+    operations: &[Operation],
+    steps: &[Step],
+    mode: Mode,
+) -> Result<Response, ApiError> {
+    let batch = state.write.limits.max_features;
+    let report = session::run(&state.db, operations, steps, mode, batch).await?;
+    match report.failure {
+        Some(status) if mode == Mode::Atomic => {
+            let first = report
+                .results
+                .iter()
+                .find_map(|r| r.error.clone())
+                .into_iter()
+                .collect();
+            let detail = "an operation failed; the session was rolled back and nothing was written";
+            let problem = crate::write::dberror::api_error(status, detail.into())
+                .with_errors(first)
+                .with_report(serde_json::to_value(&report).unwrap_or_default());
+            Err(problem)
+        }
+        _ => Ok((StatusCode::OK, Json(report)).into_response()),
+    }
+}
+
+#[utoipa::path(
+    post,
+    path = "/transactions",
+    tag = "Features",
+    summary = "Save a whole edit session: inserts, replaces, updates and deletes across collections, pipelined, in request order",
+    operation_id = "transaction",
+    params(("mode" = Option<String>, Query, description = "atomic (default): all or nothing; batch: each batch commits on its own; skip: every valid operation is written, failing ones are skipped")),
+    request_body(description = "The operations, in order", content((SessionBody = "application/json"))),
+    responses(
+        (status = 200, description = "The session ran: each operation's result (ids, ETag or count) and status, per-batch status", body = SessionReport),
+        (status = 400, description = "Not JSON, or operations that are not operations", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Atomic: a feature to replace, update or delete does not exist; nothing was written (the report is attached)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Atomic: a constraint refused an operation; nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "Atomic: an if_match did not match; nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Content-Type is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Operations that do not fit their tables (errors point into the operations array); nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json")
+    )
+)]
+/// Validate every operation, then run them all in one flight.
+pub async fn create(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let mode = mode(query.as_deref())?;
+    check_content_type(&headers, &["application/json"])?;
+    let body = read_body(&headers, body, state.max_body).await?;
+    let parse_state = state.clone();
+    let (operations, steps) =
+        tokio::task::spawn_blocking(move || input::parse(&parse_state, &body))
+            .await
+            .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
+    answer(&state, &operations, &steps, mode).await
+}

@@ -1,0 +1,384 @@
+//! The body of `POST /transactions`: every operation is read and validated
+//! before any database work, with the items endpoint's error reports and
+//! pointers into the operations array.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Op, Operation, Step, StepKind};
+use crate::app::AppState;
+use crate::catalog::Collection;
+use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
+use crate::feature::{parse_body, parse_item, ItemBody, Purpose, Reading, MALFORMED};
+
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(borrow)]
+    operations: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpIn<'a> {
+    op: String,
+    collection: String,
+    #[serde(borrow, default)]
+    feature: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    features: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    patch: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ids: Option<Vec<&'a RawValue>>,
+    #[serde(default)]
+    if_match: Option<String>,
+}
+
+/// Problems found so far, capped like the items endpoint's.
+#[derive(Default)]
+struct Problems {
+    listed: Vec<FieldError>,
+    total: usize,
+    malformed: bool,
+}
+
+impl Problems {
+    fn add(&mut self, mut e: FieldError, operation: usize) {
+        e.operation = Some(operation);
+        self.total += 1;
+        self.malformed |= e.code == MALFORMED;
+        if self.listed.len() < MAX_LISTED_ERRORS {
+            self.listed.push(e);
+        }
+    }
+
+    fn say(&mut self, operation: usize, pointer: String, code: &str, message: impl Into<String>) {
+        let mut e = FieldError::new(0, pointer, code, message);
+        e.feature = None;
+        self.add(e, operation);
+    }
+
+    /// Take over the problems of a Feature or FeatureCollection at `at`.
+    fn absorb(&mut self, err: ApiError, operation: usize, at: &str) {
+        if err.errors().is_empty() {
+            self.say(operation, at.to_owned(), MALFORMED, err.detail());
+            return;
+        }
+        let unlisted = err.total_errors() - err.errors().len();
+        for e in err.errors() {
+            let mut e = e.clone();
+            e.pointer = format!("{at}{}", e.pointer);
+            self.add(e, operation);
+        }
+        self.total += unlisted;
+    }
+}
+
+/// Read the session: its operations, expanded into statements in order.
+pub fn parse(state: &AppState, body: &[u8]) -> Result<(Vec<Operation>, Vec<Step>), ApiError> {
+    let body: Body<'_> = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-json",
+            format!("the body is not an object with an array \"operations\": {e}"),
+        )
+    })?;
+    let mut problems = Problems::default();
+    let mut operations = Vec::with_capacity(body.operations.len());
+    let mut steps = Vec::new();
+    for (k, raw) in body.operations.iter().enumerate() {
+        let at = format!("/operations/{k}");
+        let op: OpIn<'_> = match serde_json::from_str(raw.get()) {
+            Ok(op) => op,
+            Err(e) => {
+                let message = e.to_string();
+                let message = message.split(" at line ").next().unwrap_or(&message);
+                problems.say(k, at, MALFORMED, format!("not an operation: {message}"));
+                continue;
+            }
+        };
+        let first = steps.len();
+        match read(state, &op, &at, &mut steps) {
+            Ok((kind, at, indexed)) => operations.push(Operation {
+                op: kind,
+                collection: op.collection.clone(),
+                steps: first..steps.len(),
+                at,
+                indexed,
+            }),
+            Err(err) => {
+                steps.truncate(first);
+                match err {
+                    Wrong::Field(pointer, code, message) => problems.say(k, pointer, code, message),
+                    Wrong::Body(err, at) => problems.absorb(err, k, &at),
+                }
+            }
+        }
+    }
+    if problems.total == 0 {
+        return Ok((operations, steps));
+    }
+    let (status, kind) = if problems.malformed {
+        (StatusCode::BAD_REQUEST, "invalid-operations")
+    } else {
+        (StatusCode::UNPROCESSABLE_ENTITY, "validation-failed")
+    };
+    Err(ApiError::new(
+        status,
+        kind,
+        format!(
+            "{} problem(s) in the operations; nothing was written",
+            problems.total
+        ),
+    )
+    .with_some_errors(problems.listed, problems.total))
+}
+
+/// Why an operation cannot be carried out.
+enum Wrong {
+    /// A problem with the operation itself: pointer, code, message.
+    Field(String, &'static str, String),
+    /// Problems in its feature(s), reported at this pointer.
+    Body(ApiError, String),
+}
+
+fn field(at: &str, member: &str, code: &'static str, message: impl Into<String>) -> Wrong {
+    Wrong::Field(format!("{at}{member}"), code, message.into())
+}
+
+/// Validate one operation and append its statements; answers what it does,
+/// and where in the body its statements' features or ids are (see [`Operation`]).
+fn read(
+    state: &AppState,
+    op: &OpIn<'_>,
+    at: &str,
+    steps: &mut Vec<Step>,
+) -> Result<(Op, String, bool), Wrong> {
+    let coll = state.catalog.get(&op.collection).cloned().ok_or_else(|| {
+        field(
+            at,
+            "/collection",
+            "unknown_collection",
+            format!("no collection named '{}'", op.collection),
+        )
+    })?;
+    if !coll.is_writable() {
+        return Err(field(
+            at,
+            "/collection",
+            "read_only",
+            format!("'{}' is read-only", coll.id),
+        ));
+    }
+    let how = Reading::default();
+    let if_match = op
+        .if_match
+        .as_ref()
+        .map(|t| vec![t.trim().trim_matches('"').to_owned()]);
+    let kind = match op.op.as_str() {
+        "insert" => Op::Insert,
+        "replace" => Op::Replace,
+        "update" => Op::Update,
+        "delete" => Op::Delete,
+        other => {
+            return Err(field(
+                at,
+                "/op",
+                MALFORMED,
+                format!("'{other}' is not an operation: insert, replace, update or delete"),
+            ))
+        }
+    };
+    let allowed: &[&str] = match kind {
+        Op::Insert => &["feature", "features"],
+        Op::Replace => &["id", "feature"],
+        Op::Update => &["id", "patch"],
+        Op::Delete => &["id", "ids"],
+    };
+    let given = [
+        ("feature", op.feature.is_some()),
+        ("features", op.features.is_some()),
+        ("patch", op.patch.is_some()),
+        ("id", op.id.is_some()),
+        ("ids", op.ids.is_some()),
+    ];
+    if let Some((name, _)) = given.iter().find(|(n, g)| *g && !allowed.contains(n)) {
+        return Err(field(
+            at,
+            &format!("/{name}"),
+            MALFORMED,
+            format!("'{}' takes {}, not {name}", op.op, allowed.join(" or ")),
+        ));
+    }
+    match kind {
+        Op::Insert => {
+            let (raw, member) = match (op.feature, op.features) {
+                (Some(f), None) => (f, "/feature"),
+                (None, Some(fc)) => (fc, "/features"),
+                _ => {
+                    return Err(field(
+                        at,
+                        "",
+                        MALFORMED,
+                        "an insert takes either \"feature\" or \"features\"",
+                    ))
+                }
+            };
+            let parsed = parse_body(raw.get().as_bytes(), &coll, &how)
+                .map_err(|e| Wrong::Body(e, format!("{at}{member}")))?;
+            if member == "/feature" && !parsed.single {
+                return Err(field(
+                    at,
+                    member,
+                    MALFORMED,
+                    "\"feature\" takes one Feature; use \"features\" for a FeatureCollection",
+                ));
+            }
+            if member == "/features" && parsed.single {
+                return Err(field(
+                    at,
+                    member,
+                    MALFORMED,
+                    "\"features\" takes a FeatureCollection; use \"feature\" for one Feature",
+                ));
+            }
+            for row in parsed.rows {
+                steps.push(Step {
+                    coll: coll.clone(),
+                    kind: StepKind::Insert(parsed.shapes[row.shape].clone()),
+                    id: None,
+                    values: row.values,
+                    if_match: None,
+                });
+            }
+            if member == "/features" {
+                return Ok((kind, format!("{at}/features/features"), true));
+            }
+            Ok((kind, format!("{at}{member}"), false))
+        }
+        Op::Replace | Op::Update => {
+            let id = one_id(op.id, at, &coll)?;
+            let (raw, member, purpose) = match kind {
+                Op::Replace => (op.feature, "/feature", Purpose::Replace),
+                _ => (op.patch, "/patch", Purpose::Patch),
+            };
+            let raw = raw.ok_or_else(|| {
+                field(
+                    at,
+                    member,
+                    MALFORMED,
+                    format!("'{}' needs \"{}\"", op.op, &member[1..]),
+                )
+            })?;
+            let parsed = parse_item(raw.get().as_bytes(), &coll, purpose, &how)
+                .map_err(|e| Wrong::Body(e, format!("{at}{member}")))?;
+            check_ids(&coll, &parsed, &id, &format!("{at}{member}"))?;
+            let ItemBody {
+                columns, values, ..
+            } = parsed;
+            steps.push(Step {
+                coll: coll.clone(),
+                kind: match kind {
+                    Op::Replace => StepKind::Replace(columns),
+                    _ => StepKind::Update(columns),
+                },
+                id: Some(id),
+                values,
+                if_match,
+            });
+            Ok((kind, format!("{at}{member}"), false))
+        }
+        Op::Delete => {
+            let (ids, list) = match (op.id, &op.ids) {
+                (Some(id), None) => (vec![one_id(Some(id), at, &coll)?], false),
+                (None, Some(ids)) if !ids.is_empty() => (
+                    ids.iter()
+                        .enumerate()
+                        .map(|(i, raw)| key_text(raw, &format!("{at}/ids/{i}"), &coll))
+                        .collect::<Result<_, _>>()?,
+                    true,
+                ),
+                _ => {
+                    return Err(field(
+                        at,
+                        "",
+                        MALFORMED,
+                        "a delete takes \"id\" or a non-empty array \"ids\"",
+                    ))
+                }
+            };
+            for id in ids {
+                steps.push(Step {
+                    coll: coll.clone(),
+                    kind: StepKind::Delete,
+                    id: Some(id),
+                    values: Vec::new(),
+                    if_match: if_match.clone(),
+                });
+            }
+            if list {
+                Ok((kind, format!("{at}/ids"), true))
+            } else {
+                Ok((kind, format!("{at}/id"), false))
+            }
+        }
+    }
+}
+
+/// An id (string or number) that can be a key of `coll`, as text.
+fn key_text(raw: &RawValue, pointer: &str, coll: &Collection) -> Result<String, Wrong> {
+    let text = raw.get();
+    let id = if text.starts_with('"') {
+        serde_json::from_str(text).ok()
+    } else if text.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
+        Some(text.to_owned())
+    } else {
+        None
+    };
+    let id = id.ok_or_else(|| {
+        Wrong::Field(
+            pointer.to_owned(),
+            MALFORMED,
+            "a feature id is a string or a number".into(),
+        )
+    })?;
+    if !coll.could_be_key(&id) {
+        return Err(Wrong::Field(
+            pointer.to_owned(),
+            "not_found",
+            format!("no feature '{id}': not a value of the key's type"),
+        ));
+    }
+    Ok(id)
+}
+
+fn one_id(raw: Option<&RawValue>, at: &str, coll: &Collection) -> Result<String, Wrong> {
+    let raw = raw.ok_or_else(|| field(at, "/id", MALFORMED, "the operation needs an \"id\""))?;
+    key_text(raw, &format!("{at}/id"), coll)
+}
+
+/// A feature's own id or key property, if given, must be the operation's.
+fn check_ids(coll: &Arc<Collection>, parsed: &ItemBody, id: &str, at: &str) -> Result<(), Wrong> {
+    if let Some(given) = parsed.id.as_deref().filter(|g| *g != id) {
+        return Err(Wrong::Field(
+            format!("{at}/id"),
+            MALFORMED,
+            format!("the feature says id '{given}', the operation '{id}'; an id cannot be changed"),
+        ));
+    }
+    if let (Some(pk), Some(given)) = (coll.primary_key, parsed.key_property.as_deref()) {
+        if given != id {
+            return Err(Wrong::Field(
+                format!("{at}/properties/{}", coll.columns[pk].name),
+                MALFORMED,
+                format!("the key says '{given}', the operation '{id}'; an id cannot be changed"),
+            ));
+        }
+    }
+    Ok(())
+}

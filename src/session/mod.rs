@@ -1,0 +1,446 @@
+//! Edit sessions: inserts, replaces, updates and deletes across collections
+//! in one request, pipelined on one connection, with commit modes.
+//!
+//! Every statement is sent before any answer is read. `atomic` is one
+//! transaction (one round trip warm); `batch` is one transaction per batch,
+//! all batches in the same flight (one round trip); `skip` runs each
+//! operation under a savepoint and, when one fails, rolls back to it and
+//! sends the rest again: two round trips plus one per failing operation.
+
+pub mod input;
+pub mod report;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Error, Statement};
+use utoipa::ToSchema;
+
+use crate::catalog::Collection;
+use crate::db::Database;
+use crate::error::ApiError;
+use crate::feature::value::SqlValue;
+use crate::feature::ParsedBody;
+use crate::geometry::Crs;
+use crate::write::dberror::request_error;
+use crate::write::guard::TxGuard;
+use crate::write::pipeline::{Call, Calls};
+use crate::write::sql::{change_item_strict, insert_strict, ItemChange};
+use crate::write::STATEMENT_CACHE_LIMIT;
+use report::{Outcome, SessionReport};
+
+/// What an operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Create one feature or a FeatureCollection.
+    Insert,
+    /// Replace a feature (PUT semantics).
+    Replace,
+    /// Merge-patch a feature (PATCH semantics).
+    Update,
+    /// Delete one or more features.
+    Delete,
+}
+
+/// How a session commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// All or nothing.
+    #[default]
+    Atomic,
+    /// Each batch commits or rolls back on its own.
+    Batch,
+    /// Every valid operation is written; failing ones are skipped.
+    Skip,
+}
+
+impl Mode {
+    /// Parse the `mode` query parameter.
+    pub fn parse(value: &str) -> Option<Mode> {
+        match value {
+            "atomic" => Some(Mode::Atomic),
+            "batch" => Some(Mode::Batch),
+            "skip" => Some(Mode::Skip),
+            _ => None,
+        }
+    }
+}
+
+/// One operation of the session: its statements are `steps`.
+#[derive(Debug)]
+pub struct Operation {
+    /// What it does.
+    pub op: Op,
+    /// Its collection's id.
+    pub collection: String,
+    /// Its statements, in the session's list.
+    pub steps: Range<usize>,
+    /// JSON pointer of what its statements write: `/operations/3/feature`,
+    /// or of their list (`/operations/3/features/features`, `/operations/3/ids`).
+    pub at: String,
+    /// Each statement has its own element under `at`.
+    pub indexed: bool,
+}
+
+/// What one statement does.
+#[derive(Debug)]
+pub enum StepKind {
+    /// INSERT writing these columns.
+    Insert(Vec<usize>),
+    /// Replace, writing these columns (others to their defaults).
+    Replace(Vec<usize>),
+    /// Update these columns.
+    Update(Vec<usize>),
+    /// Delete.
+    Delete,
+}
+
+/// One statement of the session.
+#[derive(Debug)]
+pub struct Step {
+    /// Its table.
+    pub coll: Arc<Collection>,
+    /// What it does.
+    pub kind: StepKind,
+    /// The feature's key (all but inserts).
+    pub id: Option<String>,
+    /// Values of the written columns.
+    pub values: Vec<SqlValue>,
+    /// ETags the feature must still have.
+    pub if_match: Option<Vec<String>>,
+}
+
+impl Step {
+    fn sql(&self) -> String {
+        let crs = Crs::crs84();
+        match &self.kind {
+            StepKind::Insert(columns) => insert_strict(&self.coll, columns),
+            StepKind::Replace(columns) => {
+                change_item_strict(&self.coll, ItemChange::Replace(columns), &crs)
+            }
+            StepKind::Update(columns) => {
+                change_item_strict(&self.coll, ItemChange::Update(columns), &crs)
+            }
+            StepKind::Delete => change_item_strict(&self.coll, ItemChange::Delete, &crs),
+        }
+    }
+}
+
+/// What a statement answered.
+#[derive(Debug)]
+pub enum Done {
+    /// A control statement (BEGIN, SAVEPOINT, …) succeeded.
+    Control,
+    /// An insert's new key, as text.
+    Key(String),
+    /// A replace's or update's new ETag.
+    Etag(String),
+    /// A delete.
+    Deleted,
+}
+
+/// One message of a flight.
+enum Msg {
+    Sql(&'static str),
+    Step(usize),
+}
+
+/// A session ready to run on one connection.
+pub struct Session<'a> {
+    client: &'a TxGuard,
+    operations: &'a [Operation],
+    steps: &'a [Step],
+    statements: Vec<Statement>,
+    statement_of: Vec<usize>,
+}
+
+/// Run a validated session in `mode`, with batches of at most `batch_size` statements.
+pub async fn run(
+    db: &Database,
+    operations: &[Operation],
+    steps: &[Step],
+    mode: Mode,
+    batch_size: usize,
+) -> Result<SessionReport, ApiError> {
+    let client = TxGuard::new(db.connection().await?);
+    let session = Session::prepare(&client, operations, steps).await?;
+    // Skip mode is one transaction: one batch.
+    let batches = match mode {
+        Mode::Skip => std::iter::once(0..operations.len()).collect(),
+        _ => batches(operations, batch_size),
+    };
+    let mut outcome = Outcome::new(operations, &batches);
+    match mode {
+        Mode::Atomic => session.atomic(&batches, &mut outcome).await?,
+        Mode::Batch => session.batched(&batches, &mut outcome).await?,
+        Mode::Skip => session.skipping(&mut outcome).await?,
+    }
+    Ok(outcome.report(mode))
+}
+
+/// A FeatureCollection for `coll` as one insert operation per feature.
+pub fn inserts(coll: &Arc<Collection>, parsed: ParsedBody) -> (Vec<Operation>, Vec<Step>) {
+    let ParsedBody { rows, shapes, .. } = parsed;
+    let operations = (0..rows.len())
+        .map(|i| Operation {
+            op: Op::Insert,
+            collection: coll.id.clone(),
+            steps: i..i + 1,
+            at: format!("/features/{i}"),
+            indexed: false,
+        })
+        .collect();
+    let steps = rows
+        .into_iter()
+        .map(|row| Step {
+            coll: coll.clone(),
+            kind: StepKind::Insert(shapes[row.shape].clone()),
+            id: None,
+            values: row.values,
+            if_match: None,
+        })
+        .collect();
+    (operations, steps)
+}
+
+/// Operations in groups of at most `size` statements (an operation is never split).
+fn batches(operations: &[Operation], size: usize) -> Vec<Range<usize>> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    let mut count = 0;
+    for (k, op) in operations.iter().enumerate() {
+        let n = op.steps.len().max(1);
+        if k > start && count + n > size {
+            batches.push(start..k);
+            start = k;
+            count = 0;
+        }
+        count += n;
+    }
+    if start < operations.len() {
+        batches.push(start..operations.len());
+    }
+    batches
+}
+
+impl<'a> Session<'a> {
+    /// Prepare every distinct statement, all in one round trip (cached per connection).
+    async fn prepare(
+        client: &'a TxGuard,
+        operations: &'a [Operation],
+        steps: &'a [Step],
+    ) -> Result<Session<'a>, ApiError> {
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut sqls = Vec::new();
+        let statement_of = steps
+            .iter()
+            .map(|step| {
+                let sql = step.sql();
+                *index.entry(sql.clone()).or_insert_with(|| {
+                    sqls.push(sql);
+                    sqls.len() - 1
+                })
+            })
+            .collect();
+        let prepares: Vec<Call<'_, Result<Statement, Error>>> = sqls
+            .iter()
+            .map(|sql| {
+                Box::pin(async move {
+                    // As for inserts: a bounded cache per connection.
+                    if client.statement_cache.size() < STATEMENT_CACHE_LIMIT {
+                        client.prepare_cached(sql).await
+                    } else {
+                        client.prepare(sql).await
+                    }
+                }) as Call<'_, _>
+            })
+            .collect();
+        let mut calls = Calls::new(prepares);
+        calls.send_all().await;
+        let mut statements = Vec::with_capacity(sqls.len());
+        while let Some(prepared) = calls.next().await {
+            statements.push(prepared.map_err(|e| request_error("preparing the session", &e))?);
+        }
+        Ok(Session {
+            client,
+            operations,
+            steps,
+            statements,
+            statement_of,
+        })
+    }
+
+    /// Send a flight of messages and read every answer, in order.
+    async fn flight(&self, msgs: &[Msg]) -> Vec<Result<Done, Error>> {
+        let calls: Vec<Call<'_, Result<Done, Error>>> =
+            msgs.iter()
+                .map(|msg| match msg {
+                    Msg::Sql(sql) => Box::pin(async move {
+                        self.client.batch_execute(sql).await.map(|()| Done::Control)
+                    }) as Call<'_, _>,
+                    Msg::Step(i) => Box::pin(self.step(*i)),
+                })
+                .collect();
+        let mut calls = Calls::new(calls);
+        calls.send_all().await;
+        let mut answers = Vec::with_capacity(msgs.len());
+        while let Some(answer) = calls.next().await {
+            answers.push(answer);
+        }
+        answers
+    }
+
+    /// Execute statement `i`.
+    async fn step(&self, i: usize) -> Result<Done, Error> {
+        let step = &self.steps[i];
+        let statement = &self.statements[self.statement_of[i]];
+        let none: Option<chrono::DateTime<chrono::Utc>> = None;
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(step.values.len() + 3);
+        if let Some(id) = &step.id {
+            params.push(id);
+            params.push(&step.if_match);
+            params.push(&none);
+        }
+        params.extend(step.values.iter().map(|v| v as &(dyn ToSql + Sync)));
+        match step.kind {
+            StepKind::Insert(_) => self
+                .client
+                .query_one(statement, &params)
+                .await
+                .map(|row| Done::Key(row.get(0))),
+            StepKind::Delete => self
+                .client
+                .query_one(statement, &params)
+                .await
+                .map(|_| Done::Deleted),
+            _ => {
+                let row = self.client.query_one(statement, &params).await?;
+                Ok(Done::Etag(row.get(3)))
+            }
+        }
+    }
+
+    fn step_msgs(&self, ops: Range<usize>, msgs: &mut Vec<Msg>) {
+        for op in &self.operations[ops] {
+            msgs.extend(op.steps.clone().map(Msg::Step));
+        }
+    }
+
+    /// One transaction: BEGIN, every statement, COMMIT in one flight.
+    async fn atomic(
+        &self,
+        batches: &[Range<usize>],
+        outcome: &mut Outcome,
+    ) -> Result<(), ApiError> {
+        let mut msgs = vec![Msg::Sql("BEGIN")];
+        self.step_msgs(0..self.operations.len(), &mut msgs);
+        msgs.push(Msg::Sql("COMMIT"));
+        self.client.set_open(true);
+        let started = Instant::now();
+        let mut answers = self.flight(&msgs).await.into_iter();
+        check_control(answers.next(), "starting the transaction")?;
+        for (b, batch) in batches.iter().enumerate() {
+            for k in batch.clone() {
+                outcome.record(k, &self.operations[k], &mut answers, self.steps);
+            }
+            outcome.batch_time(b, started.elapsed());
+        }
+        let commit = answers.next();
+        self.client.set_open(false);
+        outcome.finish_transaction(0..self.operations.len(), commit, 0..batches.len());
+        Ok(())
+    }
+
+    /// One transaction per batch, every batch in the same flight.
+    async fn batched(
+        &self,
+        batches: &[Range<usize>],
+        outcome: &mut Outcome,
+    ) -> Result<(), ApiError> {
+        let mut msgs = Vec::new();
+        for batch in batches {
+            msgs.push(Msg::Sql("BEGIN"));
+            self.step_msgs(batch.clone(), &mut msgs);
+            msgs.push(Msg::Sql("COMMIT"));
+        }
+        self.client.set_open(true);
+        let started = Instant::now();
+        let mut answers = self.flight(&msgs).await.into_iter();
+        for (b, batch) in batches.iter().enumerate() {
+            check_control(answers.next(), "starting a batch")?;
+            for k in batch.clone() {
+                outcome.record(k, &self.operations[k], &mut answers, self.steps);
+            }
+            outcome.batch_time(b, started.elapsed());
+            let commit = answers.next();
+            outcome.finish_transaction(batch.clone(), commit, b..b + 1);
+        }
+        self.client.set_open(false);
+        Ok(())
+    }
+
+    /// Each operation under a savepoint; after a failure, roll back to it and
+    /// send the rest again. COMMIT once everything has been answered.
+    async fn skipping(&self, outcome: &mut Outcome) -> Result<(), ApiError> {
+        const UNDO: [&str; 2] = [
+            "ROLLBACK TO SAVEPOINT featurepipe_op",
+            "RELEASE SAVEPOINT featurepipe_op",
+        ];
+        let mut from = 0;
+        let mut lead: Vec<&'static str> = vec!["BEGIN"];
+        self.client.set_open(true);
+        let started = Instant::now();
+        while from < self.operations.len() {
+            let mut msgs: Vec<Msg> = lead.iter().map(|sql| Msg::Sql(sql)).collect();
+            for op in &self.operations[from..] {
+                msgs.push(Msg::Sql("SAVEPOINT featurepipe_op"));
+                msgs.extend(op.steps.clone().map(Msg::Step));
+                msgs.push(Msg::Sql("RELEASE SAVEPOINT featurepipe_op"));
+            }
+            let mut answers = self.flight(&msgs).await.into_iter();
+            for _ in 0..lead.len() {
+                check_control(answers.next(), "continuing the session")?;
+            }
+            let start = from;
+            from = self.operations.len();
+            lead = Vec::new();
+            for k in start..self.operations.len() {
+                check_control(answers.next(), "taking a savepoint")?;
+                if !outcome.record(k, &self.operations[k], &mut answers, self.steps) {
+                    // Everything after it was refused (25P02): undo it alone, resend the rest.
+                    outcome.skipped();
+                    lead = UNDO.to_vec();
+                    from = k + 1;
+                    break;
+                }
+                check_control(answers.next(), "releasing a savepoint")?;
+            }
+        }
+        let mut msgs: Vec<Msg> = lead.iter().map(|sql| Msg::Sql(sql)).collect();
+        msgs.push(Msg::Sql("COMMIT"));
+        let mut answers = self.flight(&msgs).await.into_iter();
+        for _ in 0..lead.len() {
+            check_control(answers.next(), "undoing the last failure")?;
+        }
+        let commit = answers.next();
+        self.client.set_open(false);
+        outcome.batch_time(0, started.elapsed());
+        outcome.finish_transaction(0..self.operations.len(), commit, 0..1);
+        Ok(())
+    }
+}
+
+/// A control statement's answer: a lost connection or a refusal ends the request.
+fn check_control(answer: Option<Result<Done, Error>>, doing: &str) -> Result<(), ApiError> {
+    match answer {
+        Some(Ok(_)) => Ok(()),
+        Some(Err(e)) => Err(request_error(doing, &e)),
+        None => Err(ApiError::internal(format!("no answer while {doing}"))),
+    }
+}

@@ -1,0 +1,261 @@
+//! What a session reports: each operation's fate in order, and each batch's.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio_postgres::Error;
+use utoipa::ToSchema;
+
+use super::{Done, Mode, Op, Operation, Step};
+use crate::error::FieldError;
+use crate::write::dberror::{feature_error, status_for};
+use crate::write::report::BatchStatus;
+
+/// What happened to one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OpStatus {
+    /// Written and committed.
+    Written,
+    /// Refused by the database; see `error`.
+    Failed,
+    /// Done, then undone because its transaction did not commit.
+    RolledBack,
+    /// Not carried out because an earlier operation of its transaction failed.
+    NotWritten,
+}
+
+/// One operation's result.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OpResult {
+    /// What it did.
+    pub op: Op,
+    /// Its collection.
+    pub collection: String,
+    /// Its fate.
+    pub status: OpStatus,
+    /// Inserts: the new keys in feature order (numbers for integer keys).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub ids: Option<Vec<Value>>,
+    /// Replaces and updates: the feature's new ETag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// Deletes: how many features were deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<usize>,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<FieldError>,
+}
+
+/// One batch of operations.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SessionBatch {
+    /// Batch number, from 0.
+    pub index: usize,
+    /// Its first operation.
+    pub first_operation: usize,
+    /// How many operations.
+    pub count: usize,
+    /// Committed, rolled back, or not attempted.
+    pub status: BatchStatus,
+    /// Milliseconds from sending the session until this batch's last answer.
+    pub db_ms: f64,
+}
+
+/// The response of `POST /transactions`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SessionReport {
+    /// The status of the first failure, if any (not serialized).
+    #[serde(skip)]
+    pub failure: Option<axum::http::StatusCode>,
+    /// The commit mode used.
+    pub mode: Mode,
+    /// Operations that were written (committed).
+    pub written: usize,
+    /// Operations that failed or were not written.
+    pub not_written: usize,
+    /// One result per operation, in request order.
+    pub results: Vec<OpResult>,
+    /// Batches: units of the report (atomic, skip) or of commit (batch).
+    pub batches: Vec<SessionBatch>,
+}
+
+/// Results as they come in.
+pub struct Outcome {
+    failure: Option<axum::http::StatusCode>,
+    results: Vec<OpResult>,
+    batches: Vec<SessionBatch>,
+    /// The current transaction has failed: later statements are refused, COMMIT rolls back.
+    aborted: bool,
+}
+
+impl Outcome {
+    /// Nothing written yet.
+    pub fn new(operations: &[Operation], batches: &[Range<usize>]) -> Self {
+        Outcome {
+            failure: None,
+            results: operations
+                .iter()
+                .map(|o| OpResult {
+                    op: o.op,
+                    collection: o.collection.clone(),
+                    status: OpStatus::NotWritten,
+                    ids: None,
+                    etag: None,
+                    deleted: None,
+                    error: None,
+                })
+                .collect(),
+            batches: batches
+                .iter()
+                .enumerate()
+                .map(|(index, b)| SessionBatch {
+                    index,
+                    first_operation: b.start,
+                    count: b.len(),
+                    status: BatchStatus::NotAttempted,
+                    db_ms: 0.0,
+                })
+                .collect(),
+            aborted: false,
+        }
+    }
+
+    /// Read operation `k`'s answers (one per statement); false if it failed.
+    pub fn record(
+        &mut self,
+        k: usize,
+        op: &Operation,
+        answers: &mut impl Iterator<Item = Result<Done, Error>>,
+        steps: &[Step],
+    ) -> bool {
+        let was_aborted = self.aborted;
+        let mut ids = Vec::new();
+        let mut failure = None;
+        let result = &mut self.results[k];
+        for (i, s) in op.steps.clone().enumerate() {
+            match answers.next() {
+                Some(Ok(Done::Key(key))) => ids.push(key_value(&steps[s], key)),
+                Some(Ok(Done::Etag(etag))) => result.etag = Some(etag),
+                Some(Ok(_)) => {}
+                Some(Err(e)) if failure.is_none() && !was_aborted => failure = Some((i, s, e)),
+                Some(Err(_)) | None => {}
+            }
+        }
+        if was_aborted {
+            result.status = OpStatus::NotWritten;
+            result.etag = None;
+            return false;
+        }
+        if let Some((i, s, e)) = failure {
+            let at = if op.indexed {
+                format!("{}/{i}", op.at)
+            } else {
+                op.at.clone()
+            };
+            let feature = op.indexed.then_some(i);
+            let (status, mut field) = feature_error(&steps[s].coll, feature, &at, &e);
+            self.failure.get_or_insert(status);
+            field.operation = Some(k);
+            result.status = OpStatus::Failed;
+            result.error = Some(field);
+            result.etag = None;
+            self.aborted = true;
+            return false;
+        }
+        result.status = OpStatus::Written;
+        match op.op {
+            Op::Insert => result.ids = Some(ids),
+            Op::Delete => result.deleted = Some(op.steps.len()),
+            _ => {}
+        }
+        true
+    }
+
+    /// Operation `k` failed and was rolled back to its savepoint: the
+    /// transaction goes on.
+    pub fn skipped(&mut self) {
+        self.aborted = false;
+    }
+
+    /// Batch `b` has had its last answer.
+    pub fn batch_time(&mut self, b: usize, elapsed: Duration) {
+        self.batches[b].db_ms = (elapsed.as_secs_f64() * 1e5).round() / 100.0;
+    }
+
+    /// The transaction of operations `ops` (batches `batches`) has ended with `commit`.
+    pub fn finish_transaction(
+        &mut self,
+        ops: Range<usize>,
+        commit: Option<Result<Done, Error>>,
+        batches: Range<usize>,
+    ) {
+        let committed = !self.aborted && matches!(commit, Some(Ok(_)));
+        if let (false, Some(Err(e))) = (self.aborted, &commit) {
+            let status = e
+                .code()
+                .map_or(axum::http::StatusCode::SERVICE_UNAVAILABLE, status_for);
+            self.failure.get_or_insert(status);
+            // A deferred constraint fails at COMMIT: blame the transaction's first operation.
+            if let Some(first) = self.results.get_mut(ops.start) {
+                let mut field = FieldError::new(0, String::new(), "commit_failed", e.to_string());
+                field.feature = None;
+                field.operation = Some(ops.start);
+                if let Some(db) = e.as_db_error() {
+                    field.message = db.message().to_owned();
+                    field.sqlstate = Some(db.code().code().to_owned());
+                    field.constraint = db.constraint().map(str::to_owned);
+                }
+                first.error = Some(field);
+            }
+        }
+        for r in &mut self.results[ops] {
+            if r.status == OpStatus::Written && !committed {
+                r.status = OpStatus::RolledBack;
+                r.ids = None;
+                r.etag = None;
+                r.deleted = None;
+            }
+        }
+        for b in &mut self.batches[batches] {
+            b.status = if committed {
+                BatchStatus::Committed
+            } else {
+                BatchStatus::RolledBack
+            };
+        }
+        self.aborted = false;
+    }
+
+    /// The report.
+    pub fn report(self, mode: Mode) -> SessionReport {
+        let written = self
+            .results
+            .iter()
+            .filter(|r| r.status == OpStatus::Written)
+            .count();
+        SessionReport {
+            failure: self.failure,
+            mode,
+            written,
+            not_written: self.results.len() - written,
+            results: self.results,
+            batches: self.batches,
+        }
+    }
+}
+
+/// A new key as JSON: a number for integer keys.
+fn key_value(step: &Step, key: String) -> Value {
+    if step.coll.integer_key() {
+        key.parse::<i64>()
+            .map(Value::from)
+            .unwrap_or(Value::String(key))
+    } else {
+        Value::String(key)
+    }
+}
