@@ -126,7 +126,9 @@ pub async fn create(
     let mode = transactions::mode(query.as_deref())?;
     check_writable(&coll, items_allow(&coll))?;
     check_content_type(&headers, FEATURE_TYPES)?;
-    let how = reading(&headers, &coll)?;
+    let mut how = reading(&headers, &coll)?;
+    // Skip mode writes every valid feature: invalid ones are reported, not refused.
+    how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
     let body = read_body(&headers, body, state.max_body).await?;
     // Parsing tens of MiB is CPU work: keep it off the async workers.

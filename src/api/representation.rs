@@ -137,6 +137,7 @@ pub fn reading(headers: &HeaderMap, coll: &Collection) -> Result<Reading, ApiErr
     Ok(Reading {
         crs: body_crs(headers, coll)?.clone(),
         lenient: preferences(headers).iter().any(|p| p == "handling=lenient"),
+        keep_valid: false,
     })
 }
 

@@ -96,7 +96,7 @@ pub async fn create(
     let body = read_body(&headers, body, state.max_body).await?;
     let parse_state = state.clone();
     let (operations, steps) =
-        tokio::task::spawn_blocking(move || input::parse(&parse_state, &body))
+        tokio::task::spawn_blocking(move || input::parse(&parse_state, &body, mode == Mode::Skip))
             .await
             .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
     answer(&state, &operations, &steps, mode).await

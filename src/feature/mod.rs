@@ -46,6 +46,10 @@ pub struct ParsedBody {
     pub shapes: Vec<Vec<usize>>,
     /// The SRID the geometries are encoded in (the request's CRS).
     pub srid: i32,
+    /// With [`Reading::keep_valid`]: each invalid feature's index and first problem.
+    pub rejected: Vec<(usize, FieldError)>,
+    /// With [`Reading::keep_valid`]: the feature index of each row.
+    pub row_features: Vec<usize>,
 }
 
 /// How a request's features are read.
@@ -56,6 +60,9 @@ pub struct Reading {
     /// `Prefer: handling=lenient`: properties the table has no column for are
     /// ignored instead of refused.
     pub lenient: bool,
+    /// A FeatureCollection's invalid features are set aside (with their first
+    /// problem) instead of refusing the body: `mode=skip`.
+    pub keep_valid: bool,
 }
 
 impl Default for Reading {
@@ -63,6 +70,7 @@ impl Default for Reading {
         Reading {
             crs: Crs::crs84(),
             lenient: false,
+            keep_valid: false,
         }
     }
 }
@@ -75,11 +83,19 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     // would briefly hold the rows twice, at the peak of a large request.
     let expected = memchr::memmem::find_iter(body.as_bytes(), b"\"Feature\"").count();
     let mut rows = Vec::with_capacity(expected);
+    let mut row_features = Vec::new();
     // One pass checks the syntax of the whole body (line and column on error)
     // and validates each feature of a collection as soon as it is read.
     let mut de = serde_json::Deserializer::from_str(body);
     let top = BodySeed {
-        on_feature: &mut |i, f| rows.extend(v.feature(i, Some(i), f)),
+        on_feature: &mut |i, f| {
+            if let Some(row) = v.feature(i, Some(i), f) {
+                rows.push(row);
+                if how.keep_valid {
+                    row_features.push(i);
+                }
+            }
+        },
     }
     .deserialize(&mut de)
     .and_then(|top| de.end().map(|()| top))
@@ -101,12 +117,14 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     } else {
         return Err(not_geojson());
     };
-    if v.total == 0 {
+    if v.total == 0 || (how.keep_valid && !single) {
         return Ok(ParsedBody {
             single,
             rows,
             shapes: v.shapes,
             srid: how.crs.srid,
+            rejected: v.rejected,
+            row_features,
         });
     }
     Err(v.failure())
@@ -232,6 +250,8 @@ struct Validator<'a> {
     cells: Vec<(usize, SqlValue)>,
     /// PUT/PATCH: the key given as a property, as text.
     key_property: Option<String>,
+    /// With `keep_valid`: each invalid feature's first problem.
+    rejected: Vec<(usize, FieldError)>,
 }
 
 /// A JSON pointer into the body: `/features/{i}{suffix}`, or `{suffix}` for a single Feature.
@@ -256,6 +276,7 @@ impl<'a> Validator<'a> {
             purpose: Purpose::Create,
             cells: Vec::with_capacity(coll.columns.len()),
             key_property: None,
+            rejected: Vec::new(),
         }
     }
 
@@ -283,6 +304,16 @@ impl<'a> Validator<'a> {
         if self.last_at_fault != Some(feature) {
             self.last_at_fault = Some(feature);
             self.features_at_fault += 1;
+            if self.how.keep_valid {
+                let message = message.into();
+                let first = FieldError::new(feature, pointer.clone(), code, message.clone());
+                self.rejected.push((feature, first));
+                if self.errors.len() < MAX_LISTED_ERRORS {
+                    self.errors
+                        .push(FieldError::new(feature, pointer, code, message));
+                }
+                return;
+            }
         }
         if self.errors.len() >= MAX_LISTED_ERRORS {
             return;

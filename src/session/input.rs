@@ -63,6 +63,15 @@ impl Problems {
         self.add(e, operation);
     }
 
+    fn merge(&mut self, other: Problems) {
+        let unlisted = other.total - other.listed.len();
+        for e in other.listed {
+            let k = e.operation.unwrap_or_default();
+            self.add(e, k);
+        }
+        self.total += unlisted;
+    }
+
     /// Take over the problems of a Feature or FeatureCollection at `at`.
     fn absorb(&mut self, err: ApiError, operation: usize, at: &str) {
         if err.errors().is_empty() {
@@ -80,7 +89,14 @@ impl Problems {
 }
 
 /// Read the session: its operations, expanded into statements in order.
-pub fn parse(state: &AppState, body: &[u8]) -> Result<(Vec<Operation>, Vec<Step>), ApiError> {
+/// With `keep_valid` (skip mode), an operation that does not validate is
+/// kept as rejected (not sent) instead of refusing the session; one that is
+/// not an operation at all still refuses it.
+pub fn parse(
+    state: &AppState,
+    body: &[u8],
+    keep_valid: bool,
+) -> Result<(Vec<Operation>, Vec<Step>), ApiError> {
     let body: Body<'_> = serde_json::from_slice(body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -102,20 +118,42 @@ pub fn parse(state: &AppState, body: &[u8]) -> Result<(Vec<Operation>, Vec<Step>
                 continue;
             }
         };
+        let Some(kind) = Op::from_name(&op.op) else {
+            let message = format!(
+                "'{}' is not an operation: insert, replace, update or delete",
+                op.op
+            );
+            problems.say(k, format!("{at}/op"), MALFORMED, message);
+            continue;
+        };
         let first = steps.len();
-        match read(state, &op, &at, &mut steps) {
-            Ok((kind, at, indexed)) => operations.push(Operation {
+        match read(state, &op, kind, &at, &mut steps) {
+            Ok((at, indexed)) => operations.push(Operation {
                 op: kind,
                 collection: op.collection.clone(),
                 steps: first..steps.len(),
                 at,
                 indexed,
+                rejected: None,
             }),
             Err(err) => {
                 steps.truncate(first);
+                let mut own = Problems::default();
                 match err {
-                    Wrong::Field(pointer, code, message) => problems.say(k, pointer, code, message),
-                    Wrong::Body(err, at) => problems.absorb(err, k, &at),
+                    Wrong::Field(pointer, code, message) => own.say(k, pointer, code, message),
+                    Wrong::Body(err, at) => own.absorb(err, k, &at),
+                }
+                if keep_valid {
+                    operations.push(Operation {
+                        op: kind,
+                        collection: op.collection.clone(),
+                        steps: first..first,
+                        at,
+                        indexed: false,
+                        rejected: own.listed.into_iter().next(),
+                    });
+                } else {
+                    problems.merge(own);
                 }
             }
         }
@@ -156,9 +194,10 @@ fn field(at: &str, member: &str, code: &'static str, message: impl Into<String>)
 fn read(
     state: &AppState,
     op: &OpIn<'_>,
+    kind: Op,
     at: &str,
     steps: &mut Vec<Step>,
-) -> Result<(Op, String, bool), Wrong> {
+) -> Result<(String, bool), Wrong> {
     let coll = state.catalog.get(&op.collection).cloned().ok_or_else(|| {
         field(
             at,
@@ -180,20 +219,6 @@ fn read(
         .if_match
         .as_ref()
         .map(|t| vec![t.trim().trim_matches('"').to_owned()]);
-    let kind = match op.op.as_str() {
-        "insert" => Op::Insert,
-        "replace" => Op::Replace,
-        "update" => Op::Update,
-        "delete" => Op::Delete,
-        other => {
-            return Err(field(
-                at,
-                "/op",
-                MALFORMED,
-                format!("'{other}' is not an operation: insert, replace, update or delete"),
-            ))
-        }
-    };
     let allowed: &[&str] = match kind {
         Op::Insert => &["feature", "features"],
         Op::Replace => &["id", "feature"],
@@ -254,12 +279,13 @@ fn read(
                     id: None,
                     values: row.values,
                     if_match: None,
+                    srid: how.crs.srid,
                 });
             }
             if member == "/features" {
-                return Ok((kind, format!("{at}/features/features"), true));
+                return Ok((format!("{at}/features/features"), true));
             }
-            Ok((kind, format!("{at}{member}"), false))
+            Ok((format!("{at}{member}"), false))
         }
         Op::Replace | Op::Update => {
             let id = one_id(op.id, at, &coll)?;
@@ -290,8 +316,9 @@ fn read(
                 id: Some(id),
                 values,
                 if_match,
+                srid: how.crs.srid,
             });
-            Ok((kind, format!("{at}{member}"), false))
+            Ok((format!("{at}{member}"), false))
         }
         Op::Delete => {
             let (ids, list) = match (op.id, &op.ids) {
@@ -319,12 +346,13 @@ fn read(
                     id: Some(id),
                     values: Vec::new(),
                     if_match: if_match.clone(),
+                    srid: how.crs.srid,
                 });
             }
             if list {
-                Ok((kind, format!("{at}/ids"), true))
+                Ok((format!("{at}/ids"), true))
             } else {
-                Ok((kind, format!("{at}/id"), false))
+                Ok((format!("{at}/id"), false))
             }
         }
     }

@@ -22,7 +22,7 @@ use utoipa::ToSchema;
 
 use crate::catalog::Collection;
 use crate::db::Database;
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::feature::value::SqlValue;
 use crate::feature::ParsedBody;
 use crate::geometry::Crs;
@@ -60,6 +60,19 @@ pub enum Mode {
     Skip,
 }
 
+impl Op {
+    /// The operation named `name` in a session body.
+    pub fn from_name(name: &str) -> Option<Op> {
+        match name {
+            "insert" => Some(Op::Insert),
+            "replace" => Some(Op::Replace),
+            "update" => Some(Op::Update),
+            "delete" => Some(Op::Delete),
+            _ => None,
+        }
+    }
+}
+
 impl Mode {
     /// Parse the `mode` query parameter.
     pub fn parse(value: &str) -> Option<Mode> {
@@ -86,6 +99,8 @@ pub struct Operation {
     pub at: String,
     /// Each statement has its own element under `at`.
     pub indexed: bool,
+    /// Skip mode: the operation is invalid (its first problem) and is not sent.
+    pub rejected: Option<FieldError>,
 }
 
 /// What one statement does.
@@ -114,13 +129,15 @@ pub struct Step {
     pub values: Vec<SqlValue>,
     /// ETags the feature must still have.
     pub if_match: Option<Vec<String>>,
+    /// The SRID of its geometry.
+    pub srid: i32,
 }
 
 impl Step {
     fn sql(&self) -> String {
         let crs = Crs::crs84();
         match &self.kind {
-            StepKind::Insert(columns) => insert_strict(&self.coll, columns),
+            StepKind::Insert(columns) => insert_strict(&self.coll, columns, self.srid),
             StepKind::Replace(columns) => {
                 change_item_strict(&self.coll, ItemChange::Replace(columns), &crs)
             }
@@ -184,18 +201,42 @@ pub async fn run(
     Ok(outcome.report(mode))
 }
 
-/// A FeatureCollection for `coll` as one insert operation per feature.
+/// A FeatureCollection for `coll` as one insert operation per feature
+/// (invalid features, set aside in skip mode, as rejected operations).
 pub fn inserts(coll: &Arc<Collection>, parsed: ParsedBody) -> (Vec<Operation>, Vec<Step>) {
-    let ParsedBody { rows, shapes, .. } = parsed;
-    let operations = (0..rows.len())
-        .map(|i| Operation {
+    let ParsedBody {
+        rows,
+        shapes,
+        rejected,
+        row_features,
+        srid,
+        ..
+    } = parsed;
+    let n = rows.len() + rejected.len();
+    let mut rejected = rejected.into_iter().peekable();
+    let mut operations = Vec::with_capacity(n);
+    let mut step = 0;
+    for i in 0..n {
+        let refused = rejected.next_if(|(f, _)| *f == i).map(|(_, mut e)| {
+            e.operation = Some(i);
+            e
+        });
+        let steps = if refused.is_some() {
+            step..step
+        } else {
+            debug_assert!(row_features.is_empty() || row_features[step] == i);
+            step += 1;
+            step - 1..step
+        };
+        operations.push(Operation {
             op: Op::Insert,
             collection: coll.id.clone(),
-            steps: i..i + 1,
+            steps,
             at: format!("/features/{i}"),
             indexed: false,
-        })
-        .collect();
+            rejected: refused,
+        });
+    }
     let steps = rows
         .into_iter()
         .map(|row| Step {
@@ -204,6 +245,7 @@ pub fn inserts(coll: &Arc<Collection>, parsed: ParsedBody) -> (Vec<Operation>, V
             id: None,
             values: row.values,
             if_match: None,
+            srid,
         })
         .collect();
     (operations, steps)
@@ -398,7 +440,10 @@ impl<'a> Session<'a> {
         let started = Instant::now();
         while from < self.operations.len() {
             let mut msgs: Vec<Msg> = lead.iter().map(|sql| Msg::Sql(sql)).collect();
-            for op in &self.operations[from..] {
+            for op in self.operations[from..]
+                .iter()
+                .filter(|op| op.rejected.is_none())
+            {
                 msgs.push(Msg::Sql("SAVEPOINT featurepipe_op"));
                 msgs.extend(op.steps.clone().map(Msg::Step));
                 msgs.push(Msg::Sql("RELEASE SAVEPOINT featurepipe_op"));
@@ -411,6 +456,10 @@ impl<'a> Session<'a> {
             from = self.operations.len();
             lead = Vec::new();
             for k in start..self.operations.len() {
+                if self.operations[k].rejected.is_some() {
+                    outcome.record(k, &self.operations[k], &mut answers, self.steps);
+                    continue;
+                }
                 check_control(answers.next(), "taking a savepoint")?;
                 if !outcome.record(k, &self.operations[k], &mut answers, self.steps) {
                     // Everything after it was refused (25P02): undo it alone, resend the rest.

@@ -133,6 +133,14 @@ impl Outcome {
         answers: &mut impl Iterator<Item = Result<Done, Error>>,
         steps: &[Step],
     ) -> bool {
+        if let Some(e) = &op.rejected {
+            // Invalid, set aside before any database work (skip mode).
+            self.failure
+                .get_or_insert(axum::http::StatusCode::UNPROCESSABLE_ENTITY);
+            self.results[k].status = OpStatus::Failed;
+            self.results[k].error = Some(e.clone());
+            return true;
+        }
         let was_aborted = self.aborted;
         let mut ids = Vec::new();
         let mut failure = None;

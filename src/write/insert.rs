@@ -127,7 +127,7 @@ impl Insert<'_> {
             .iter()
             .map(|shape| {
                 Box::pin(async move {
-                    let sql = sql::insert(self.job.coll, shape);
+                    let sql = sql::insert(self.job.coll, shape, self.job.srid);
                     if self.job.client.statement_cache.size() < STATEMENT_CACHE_LIMIT {
                         self.job.client.prepare_cached(&sql).await
                     } else {

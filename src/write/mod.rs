@@ -37,6 +37,8 @@ pub struct Job<'a> {
     pub plan: &'a Plan,
     /// Pointers name `/features/k` unless the body was one Feature.
     pub single: bool,
+    /// The SRID of the rows' geometries.
+    pub srid: i32,
 }
 
 /// How writes are carried out.
@@ -83,6 +85,7 @@ pub async fn write_features(
         rows,
         shapes,
         srid,
+        ..
     } = parsed;
     if rows.is_empty() {
         return Ok(WriteReport {
@@ -106,6 +109,7 @@ pub async fn write_features(
             rows: &rows,
             plan: &plan,
             single,
+            srid,
         };
         match copy::copy_plan(&coll, &plan, srid).filter(|_| wants_copy && options.pipeline) {
             Some(copy) => copy::Copy { job, copy }.run().await,

@@ -6,15 +6,14 @@ use crate::catalog::{quote_ident, Collection, ColumnType, Identity, ScalarType};
 use crate::geometry::Crs;
 use crate::read::sql as read_sql;
 
-/// The parameter expression for column `ci` bound as `$n`.
-fn param_expr(coll: &Collection, ci: usize, n: usize) -> String {
+/// The parameter expression for column `ci` bound as `$n`; geometries come
+/// as EWKB in SRID `srid` (the request's CRS).
+fn param_expr(coll: &Collection, ci: usize, n: usize, srid: i32) -> String {
     match &coll.columns[ci].ty {
         ColumnType::Geometry(g) => {
             let mut geom = format!("ST_GeomFromEWKB(${n}::bytea)");
-            // A no-op when the input is in the column's SRID already, so one
-            // statement serves input in any CRS.
-            if g.srid > 0 {
-                geom = format!("ST_Transform({geom}, {})", g.srid);
+            if let Some(to) = g.transform_to(srid) {
+                geom = format!("ST_Transform({geom}, {to})");
             }
             if g.geography {
                 geom.push_str("::geography");
@@ -31,7 +30,7 @@ fn param_expr(coll: &Collection, ci: usize, n: usize) -> String {
 }
 
 /// `INSERT … RETURNING key::text` writing exactly `columns`; the others take their defaults.
-pub fn insert(coll: &Collection, columns: &[usize]) -> String {
+pub fn insert(coll: &Collection, columns: &[usize], srid: i32) -> String {
     let pk = coll
         .primary_key
         .expect("only writable collections are inserted into");
@@ -46,7 +45,7 @@ pub fn insert(coll: &Collection, columns: &[usize]) -> String {
         let params: Vec<String> = columns
             .iter()
             .enumerate()
-            .map(|(i, &c)| param_expr(coll, c, i + 1))
+            .map(|(i, &c)| param_expr(coll, c, i + 1, srid))
             .collect();
         write!(sql, " ({})", names.join(", ")).expect("write to String");
         if columns
@@ -69,11 +68,11 @@ pub fn insert(coll: &Collection, columns: &[usize]) -> String {
 /// Like [`insert`], but a row a BEFORE INSERT trigger skipped (FP422) is an
 /// error of the statement, so that a transaction sent ahead of its answers
 /// cannot commit without it.
-pub fn insert_strict(coll: &Collection, columns: &[usize]) -> String {
+pub fn insert_strict(coll: &Collection, columns: &[usize], srid: i32) -> String {
     format!(
         "WITH ins AS ({}) SELECT COALESCE((SELECT * FROM ins), \
          featurepipe.fail('FP422', 'a BEFORE INSERT trigger returned NULL: the feature would not be written')::text)",
-        insert(coll, columns)
+        insert(coll, columns, srid)
     )
 }
 
@@ -137,7 +136,7 @@ fn change_item_then(coll: &Collection, change: ItemChange<'_>, crs: &Crs, answer
             for (ci, column) in coll.columns.iter().enumerate() {
                 let given = columns.iter().position(|&c| c == ci);
                 let value = if let Some(i) = given {
-                    param_expr(coll, ci, i + 4)
+                    param_expr(coll, ci, i + 4, crs.srid)
                 } else if replace && Some(ci) != coll.primary_key && !coll.kept_on_change(ci) {
                     "DEFAULT".to_owned()
                 } else {
@@ -178,7 +177,7 @@ pub fn insert_item(coll: &Collection, columns: &[usize], crs: &Crs) -> String {
     let mut values = vec![format!("$1::text::{}", coll.columns[pk].type_sql)];
     for (i, &ci) in columns.iter().enumerate() {
         names.push(quote_ident(&coll.columns[ci].name));
-        values.push(param_expr(coll, ci, i + 2));
+        values.push(param_expr(coll, ci, i + 2, crs.srid));
     }
     if let Some(ci) = coll.last_modified {
         names.push(quote_ident(&coll.columns[ci].name));

@@ -364,3 +364,61 @@ async fn invalid_operations_are_reported_before_any_work() {
     );
     assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 10);
 }
+
+#[tokio::test]
+async fn skip_mode_sets_invalid_operations_aside() {
+    let app = TestApp::new(SETUP).await;
+    let ops = vec![
+        json!({"op": "insert", "collection": "pts", "feature": point(0.0, 0.0, json!({"name": "good"}))}),
+        json!({"op": "insert", "collection": "pts", "feature": point(0.0, 0.0, json!({"name": "bad", "colour": "red"}))}),
+        json!({"op": "update", "collection": "nope", "id": 1, "patch": {}}),
+        json!({"op": "update", "collection": "pts", "id": 1, "patch": {"properties": {"n": 42}}}),
+    ];
+    let r = session(&app, "atomic", ops.clone()).await;
+    assert_eq!(r.status, 422, "validation refuses an atomic session: {r:?}");
+    let r = session(&app, "skip", ops).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(statuses(&r), ["written", "failed", "failed", "written"]);
+    assert_eq!(
+        r.body["results"][1]["error"]["pointer"],
+        "/operations/1/feature/properties/colour"
+    );
+    assert_eq!(r.body["results"][2]["error"]["code"], "unknown_collection");
+    assert_eq!(
+        app.db
+            .int("SELECT count(*) FROM pts WHERE name IN ('good', 'bad')")
+            .await,
+        1
+    );
+    assert_eq!(app.db.int("SELECT n::int8 FROM pts WHERE id = 1").await, 42);
+    // The items endpoint: the invalid feature is reported, the others written.
+    let fc = collection(
+        (0..5)
+            .map(|i| point(0.0, 0.0, json!({"name": format!("s{i}"), "n": if i == 3 { json!("many") } else { json!(i) }})))
+            .collect(),
+    );
+    let r = app
+        .send(
+            "POST",
+            "/collections/pts/items?mode=skip",
+            &[("content-type", "application/geo+json")],
+            Some(fc.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        statuses(&r),
+        ["written", "written", "written", "failed", "written"]
+    );
+    assert_eq!(
+        r.body["results"][3]["error"]["pointer"],
+        "/features/3/properties/n"
+    );
+    assert_eq!(r.body["results"][4]["ids"], json!([15]));
+    assert_eq!(
+        app.db
+            .int("SELECT count(*) FROM pts WHERE name LIKE 's%'")
+            .await,
+        4
+    );
+}
