@@ -125,6 +125,13 @@ fn changed(
     let mut response = match outcome {
         Outcome::Missing => return Err(unknown_feature(coll, id)),
         Outcome::PreconditionFailed => return Err(precondition_failed(id)),
+        Outcome::SkippedByTrigger => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "skipped-by-trigger",
+                format!("a trigger or a row security policy skipped the change of feature '{id}'"),
+            ))
+        }
         Outcome::Done(Some(stored)) => feature_response(
             StatusCode::OK,
             &stored,

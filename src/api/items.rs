@@ -123,7 +123,7 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
-    let mode = transactions::mode(query.as_deref())?;
+    let mode = transactions::mode(query.as_deref(), true)?;
     check_writable(&coll, items_allow(&coll))?;
     check_content_type(&headers, FEATURE_TYPES)?;
     let mut how = reading(&headers, &coll)?;

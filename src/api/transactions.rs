@@ -11,12 +11,12 @@ use super::model::SessionBody;
 use super::query_pairs;
 use crate::app::AppState;
 use crate::error::{ApiError, Problem};
-use crate::read::params::unknown_parameter;
+use crate::read::params::{check_format, unknown_parameter};
 use crate::session::report::SessionReport;
 use crate::session::{self, input, Mode, Operation, Step};
 
-/// The `mode` query parameter (the only one taken).
-pub fn mode(query: Option<&str>) -> Result<Mode, ApiError> {
+/// The `mode` query parameter; `f` (only `json`) is taken too where `with_f`.
+pub fn mode(query: Option<&str>, with_f: bool) -> Result<Mode, ApiError> {
     let mut mode = Mode::Atomic;
     for (name, value) in query_pairs(query)? {
         match name.as_str() {
@@ -29,6 +29,7 @@ pub fn mode(query: Option<&str>) -> Result<Mode, ApiError> {
                     )
                 })?
             }
+            "f" if with_f => check_format(&value)?,
             other => return Err(unknown_parameter(other, "mode")),
         }
     }
@@ -91,7 +92,7 @@ pub async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let mode = mode(query.as_deref())?;
+    let mode = mode(query.as_deref(), false)?;
     check_content_type(&headers, &["application/json"])?;
     let body = read_body(&headers, body, state.max_body).await?;
     let parse_state = state.clone();

@@ -12,7 +12,9 @@ use super::{Op, Operation, Step, StepKind};
 use crate::app::AppState;
 use crate::catalog::Collection;
 use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
-use crate::feature::{parse_body, parse_item, ItemBody, Purpose, Reading, MALFORMED};
+use crate::feature::{
+    escape_pointer, parse_body, parse_item, ItemBody, Purpose, Reading, MALFORMED,
+};
 
 #[derive(Deserialize)]
 struct Body<'a> {
@@ -135,6 +137,7 @@ pub fn parse(
                 at,
                 indexed,
                 rejected: None,
+                feature: None,
             }),
             Err(err) => {
                 steps.truncate(first);
@@ -151,6 +154,7 @@ pub fn parse(
                         at,
                         indexed: false,
                         rejected: own.listed.into_iter().next(),
+                        feature: None,
                     });
                 } else {
                     problems.merge(own);
@@ -219,6 +223,25 @@ fn read(
         .if_match
         .as_ref()
         .map(|t| vec![t.trim().trim_matches('"').to_owned()]);
+    if coll.precondition_required && kind != Op::Insert && if_match.is_none() {
+        return Err(field(
+            at,
+            "/if_match",
+            "precondition_required",
+            format!(
+                "changes to '{}' must say which version they change: give \"if_match\"",
+                coll.id
+            ),
+        ));
+    }
+    if if_match.is_some() && op.ids.as_ref().is_some_and(|ids| ids.len() > 1) {
+        return Err(field(
+            at,
+            "/if_match",
+            MALFORMED,
+            "one if_match cannot hold for several features: one delete per id",
+        ));
+    }
     let allowed: &[&str] = match kind {
         Op::Insert => &["feature", "features"],
         Op::Replace => &["id", "feature"],
@@ -288,7 +311,7 @@ fn read(
             Ok((format!("{at}{member}"), false))
         }
         Op::Replace | Op::Update => {
-            let id = one_id(op.id, at, &coll)?;
+            let id = one_id(op.id, at)?;
             let (raw, member, purpose) = match kind {
                 Op::Replace => (op.feature, "/feature", Purpose::Replace),
                 _ => (op.patch, "/patch", Purpose::Patch),
@@ -310,6 +333,7 @@ fn read(
             steps.push(Step {
                 coll: coll.clone(),
                 kind: match kind {
+                    _ if !coll.could_be_key(&id) => StepKind::Missing,
                     Op::Replace => StepKind::Replace(columns),
                     _ => StepKind::Update(columns),
                 },
@@ -322,11 +346,11 @@ fn read(
         }
         Op::Delete => {
             let (ids, list) = match (op.id, &op.ids) {
-                (Some(id), None) => (vec![one_id(Some(id), at, &coll)?], false),
+                (Some(id), None) => (vec![one_id(Some(id), at)?], false),
                 (None, Some(ids)) if !ids.is_empty() => (
                     ids.iter()
                         .enumerate()
-                        .map(|(i, raw)| key_text(raw, &format!("{at}/ids/{i}"), &coll))
+                        .map(|(i, raw)| key_text(raw, &format!("{at}/ids/{i}")))
                         .collect::<Result<_, _>>()?,
                     true,
                 ),
@@ -342,7 +366,11 @@ fn read(
             for id in ids {
                 steps.push(Step {
                     coll: coll.clone(),
-                    kind: StepKind::Delete,
+                    kind: if coll.could_be_key(&id) {
+                        StepKind::Delete
+                    } else {
+                        StepKind::Missing
+                    },
                     id: Some(id),
                     values: Vec::new(),
                     if_match: if_match.clone(),
@@ -358,8 +386,8 @@ fn read(
     }
 }
 
-/// An id (string or number) that can be a key of `coll`, as text.
-fn key_text(raw: &RawValue, pointer: &str, coll: &Collection) -> Result<String, Wrong> {
+/// An id (string or number), as text.
+fn key_text(raw: &RawValue, pointer: &str) -> Result<String, Wrong> {
     let text = raw.get();
     let id = if text.starts_with('"') {
         serde_json::from_str(text).ok()
@@ -375,19 +403,12 @@ fn key_text(raw: &RawValue, pointer: &str, coll: &Collection) -> Result<String, 
             "a feature id is a string or a number".into(),
         )
     })?;
-    if !coll.could_be_key(&id) {
-        return Err(Wrong::Field(
-            pointer.to_owned(),
-            "not_found",
-            format!("no feature '{id}': not a value of the key's type"),
-        ));
-    }
     Ok(id)
 }
 
-fn one_id(raw: Option<&RawValue>, at: &str, coll: &Collection) -> Result<String, Wrong> {
+fn one_id(raw: Option<&RawValue>, at: &str) -> Result<String, Wrong> {
     let raw = raw.ok_or_else(|| field(at, "/id", MALFORMED, "the operation needs an \"id\""))?;
-    key_text(raw, &format!("{at}/id"), coll)
+    key_text(raw, &format!("{at}/id"))
 }
 
 /// A feature's own id or key property, if given, must be the operation's.
@@ -402,7 +423,7 @@ fn check_ids(coll: &Arc<Collection>, parsed: &ItemBody, id: &str, at: &str) -> R
     if let (Some(pk), Some(given)) = (coll.primary_key, parsed.key_property.as_deref()) {
         if given != id {
             return Err(Wrong::Field(
-                format!("{at}/properties/{}", coll.columns[pk].name),
+                format!("{at}/properties/{}", escape_pointer(&coll.columns[pk].name)),
                 MALFORMED,
                 format!("the key says '{given}', the operation '{id}'; an id cannot be changed"),
             ));

@@ -29,7 +29,7 @@ use crate::geometry::Crs;
 use crate::write::dberror::request_error;
 use crate::write::guard::TxGuard;
 use crate::write::pipeline::{Call, Calls};
-use crate::write::sql::{change_item_strict, insert_strict, ItemChange};
+use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
 use crate::write::STATEMENT_CACHE_LIMIT;
 use report::{Outcome, SessionReport};
 
@@ -101,6 +101,8 @@ pub struct Operation {
     pub indexed: bool,
     /// Skip mode: the operation is invalid (its first problem) and is not sent.
     pub rejected: Option<FieldError>,
+    /// The feature it is, when the session is a FeatureCollection's (`?mode=` on items).
+    pub feature: Option<usize>,
 }
 
 /// What one statement does.
@@ -114,6 +116,8 @@ pub enum StepKind {
     Update(Vec<usize>),
     /// Delete.
     Delete,
+    /// Fail as a missing feature: the id cannot be a key.
+    Missing,
 }
 
 /// One statement of the session.
@@ -145,6 +149,7 @@ impl Step {
                 change_item_strict(&self.coll, ItemChange::Update(columns), &crs)
             }
             StepKind::Delete => change_item_strict(&self.coll, ItemChange::Delete, &crs),
+            StepKind::Missing => NO_SUCH_FEATURE.to_owned(),
         }
     }
 }
@@ -196,7 +201,7 @@ pub async fn run(
     match mode {
         Mode::Atomic => session.atomic(&batches, &mut outcome).await?,
         Mode::Batch => session.batched(&batches, &mut outcome).await?,
-        Mode::Skip => session.skipping(&mut outcome).await?,
+        Mode::Skip => session.skipping(batch_size, &mut outcome).await?,
     }
     Ok(outcome.report(mode))
 }
@@ -235,6 +240,7 @@ pub fn inserts(coll: &Arc<Collection>, parsed: ParsedBody) -> (Vec<Operation>, V
             at: format!("/features/{i}"),
             indexed: false,
             rejected: refused,
+            feature: Some(i),
         });
     }
     let steps = rows
@@ -251,22 +257,27 @@ pub fn inserts(coll: &Arc<Collection>, parsed: ParsedBody) -> (Vec<Operation>, V
     (operations, steps)
 }
 
+/// The end of the window of operations from `from` holding at most `size`
+/// statements (at least one operation).
+fn window_end(operations: &[Operation], from: usize, size: usize) -> usize {
+    let mut count = 0;
+    for (k, op) in operations.iter().enumerate().skip(from) {
+        count += op.steps.len().max(1);
+        if k > from && count > size {
+            return k;
+        }
+    }
+    operations.len()
+}
+
 /// Operations in groups of at most `size` statements (an operation is never split).
 fn batches(operations: &[Operation], size: usize) -> Vec<Range<usize>> {
     let mut batches = Vec::new();
-    let mut start = 0;
-    let mut count = 0;
-    for (k, op) in operations.iter().enumerate() {
-        let n = op.steps.len().max(1);
-        if k > start && count + n > size {
-            batches.push(start..k);
-            start = k;
-            count = 0;
-        }
-        count += n;
-    }
-    if start < operations.len() {
-        batches.push(start..operations.len());
+    let mut from = 0;
+    while from < operations.len() {
+        let end = window_end(operations, from, size);
+        batches.push(from..end);
+        from = end;
     }
     batches
 }
@@ -290,12 +301,14 @@ impl<'a> Session<'a> {
                 })
             })
             .collect();
+        // As for inserts: a bounded cache per connection, decided before any is added.
+        let room = STATEMENT_CACHE_LIMIT.saturating_sub(client.statement_cache.size());
         let prepares: Vec<Call<'_, Result<Statement, Error>>> = sqls
             .iter()
-            .map(|sql| {
+            .enumerate()
+            .map(|(n, sql)| {
                 Box::pin(async move {
-                    // As for inserts: a bounded cache per connection.
-                    if client.statement_cache.size() < STATEMENT_CACHE_LIMIT {
+                    if n < room {
                         client.prepare_cached(sql).await
                     } else {
                         client.prepare(sql).await
@@ -346,26 +359,24 @@ impl<'a> Session<'a> {
         let mut params: Vec<&(dyn ToSql + Sync)> = Vec::with_capacity(step.values.len() + 3);
         if let Some(id) = &step.id {
             params.push(id);
-            params.push(&step.if_match);
-            params.push(&none);
-        }
-        params.extend(step.values.iter().map(|v| v as &(dyn ToSql + Sync)));
-        match step.kind {
-            StepKind::Insert(_) => self
-                .client
-                .query_one(statement, &params)
-                .await
-                .map(|row| Done::Key(row.get(0))),
-            StepKind::Delete => self
-                .client
-                .query_one(statement, &params)
-                .await
-                .map(|_| Done::Deleted),
-            _ => {
-                let row = self.client.query_one(statement, &params).await?;
-                Ok(Done::Etag(row.get(3)))
+            if !matches!(step.kind, StepKind::Missing) {
+                params.push(&step.if_match);
+                params.push(&none);
             }
         }
+        if !matches!(step.kind, StepKind::Missing) {
+            params.extend(step.values.iter().map(|v| v as &(dyn ToSql + Sync)));
+        }
+        // Every statement answers one row or raises; reading rows (not
+        // `query_one`) keeps a surprise from becoming a client-side error
+        // while the server's transaction goes on.
+        let rows = self.client.query(statement, &params).await?;
+        let row = rows.first();
+        Ok(match (&step.kind, row) {
+            (StepKind::Insert(_), Some(row)) => Done::Key(row.get(0)),
+            (StepKind::Replace(_) | StepKind::Update(_), Some(row)) => Done::Etag(row.get(3)),
+            _ => Done::Deleted,
+        })
     }
 
     fn step_msgs(&self, ops: Range<usize>, msgs: &mut Vec<Msg>) {
@@ -427,20 +438,24 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Each operation under a savepoint; after a failure, roll back to it and
-    /// send the rest again. COMMIT once everything has been answered.
-    async fn skipping(&self, outcome: &mut Outcome) -> Result<(), ApiError> {
+    /// Each operation under a savepoint, in windows of about `window`
+    /// statements; after a failure, roll back to its savepoint and go on with
+    /// the next operation. COMMIT once everything has been answered.
+    async fn skipping(&self, window: usize, outcome: &mut Outcome) -> Result<(), ApiError> {
         const UNDO: [&str; 2] = [
             "ROLLBACK TO SAVEPOINT featurepipe_op",
             "RELEASE SAVEPOINT featurepipe_op",
         ];
         let mut from = 0;
-        let mut lead: Vec<&'static str> = vec!["BEGIN"];
+        // Deferred constraints are checked per statement, so that a failure
+        // belongs to its operation instead of rolling back everything at COMMIT.
+        let mut lead: Vec<&'static str> = vec!["BEGIN", "SET CONSTRAINTS ALL IMMEDIATE"];
         self.client.set_open(true);
         let started = Instant::now();
         while from < self.operations.len() {
+            let end = window_end(self.operations, from, window);
             let mut msgs: Vec<Msg> = lead.iter().map(|sql| Msg::Sql(sql)).collect();
-            for op in self.operations[from..]
+            for op in self.operations[from..end]
                 .iter()
                 .filter(|op| op.rejected.is_none())
             {
@@ -453,16 +468,17 @@ impl<'a> Session<'a> {
                 check_control(answers.next(), "continuing the session")?;
             }
             let start = from;
-            from = self.operations.len();
+            from = end;
             lead = Vec::new();
-            for k in start..self.operations.len() {
+            for k in start..end {
                 if self.operations[k].rejected.is_some() {
                     outcome.record(k, &self.operations[k], &mut answers, self.steps);
                     continue;
                 }
                 check_control(answers.next(), "taking a savepoint")?;
                 if !outcome.record(k, &self.operations[k], &mut answers, self.steps) {
-                    // Everything after it was refused (25P02): undo it alone, resend the rest.
+                    // What followed in this window was refused (25P02): undo
+                    // this operation alone and go on after it.
                     outcome.skipped();
                     lead = UNDO.to_vec();
                     from = k + 1;

@@ -25,6 +25,8 @@ pub enum OpStatus {
     RolledBack,
     /// Not carried out because an earlier operation of its transaction failed.
     NotWritten,
+    /// The connection was lost before the answer: whether it was committed is unknown.
+    Unknown,
 }
 
 /// One operation's result.
@@ -82,6 +84,9 @@ pub struct SessionReport {
     pub results: Vec<OpResult>,
     /// Batches: units of the report (atomic, skip) or of commit (batch).
     pub batches: Vec<SessionBatch>,
+    /// Problems of no single operation, such as a deferred constraint at COMMIT.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
 }
 
 /// Results as they come in.
@@ -91,6 +96,10 @@ pub struct Outcome {
     batches: Vec<SessionBatch>,
     /// The current transaction has failed: later statements are refused, COMMIT rolls back.
     aborted: bool,
+    /// An answer did not come from the database (the connection failed).
+    lost: bool,
+    /// Problems of no single operation.
+    errors: Vec<FieldError>,
 }
 
 impl Outcome {
@@ -122,6 +131,8 @@ impl Outcome {
                 })
                 .collect(),
             aborted: false,
+            lost: false,
+            errors: Vec::new(),
         }
     }
 
@@ -165,8 +176,9 @@ impl Outcome {
             } else {
                 op.at.clone()
             };
-            let feature = op.indexed.then_some(i);
-            let (status, mut field) = feature_error(&steps[s].coll, feature, &at, &e);
+            self.lost |= e.as_db_error().is_none();
+            let feature = if op.indexed { Some(i) } else { op.feature };
+            let (status, mut field) = feature_error(Some(&steps[s].coll), feature, &at, &e);
             self.failure.get_or_insert(status);
             field.operation = Some(k);
             result.status = OpStatus::Failed;
@@ -203,26 +215,20 @@ impl Outcome {
         batches: Range<usize>,
     ) {
         let committed = !self.aborted && matches!(commit, Some(Ok(_)));
+        let unknown = self.lost || matches!(&commit, Some(Err(e)) if e.as_db_error().is_none());
         if let (false, Some(Err(e))) = (self.aborted, &commit) {
             let status = e
                 .code()
                 .map_or(axum::http::StatusCode::SERVICE_UNAVAILABLE, status_for);
             self.failure.get_or_insert(status);
-            // A deferred constraint fails at COMMIT: blame the transaction's first operation.
-            if let Some(first) = self.results.get_mut(ops.start) {
-                let mut field = FieldError::new(0, String::new(), "commit_failed", e.to_string());
-                field.feature = None;
-                field.operation = Some(ops.start);
-                if let Some(db) = e.as_db_error() {
-                    field.message = db.message().to_owned();
-                    field.sqlstate = Some(db.code().code().to_owned());
-                    field.constraint = db.constraint().map(str::to_owned);
-                }
-                first.error = Some(field);
-            }
+            // A deferred constraint fails at COMMIT, with no operation to blame.
+            let (_, field) = feature_error(None, None, "", e);
+            self.errors.push(field);
         }
         for r in &mut self.results[ops] {
-            if r.status == OpStatus::Written && !committed {
+            if unknown && r.status != OpStatus::NotWritten {
+                r.status = OpStatus::Unknown;
+            } else if r.status == OpStatus::Written && !committed {
                 r.status = OpStatus::RolledBack;
                 r.ids = None;
                 r.etag = None;
@@ -230,10 +236,10 @@ impl Outcome {
             }
         }
         for b in &mut self.batches[batches] {
-            b.status = if committed {
-                BatchStatus::Committed
-            } else {
-                BatchStatus::RolledBack
+            b.status = match (unknown, committed) {
+                (true, _) => BatchStatus::Unknown,
+                (false, true) => BatchStatus::Committed,
+                (false, false) => BatchStatus::RolledBack,
             };
         }
         self.aborted = false;
@@ -248,6 +254,7 @@ impl Outcome {
             .count();
         SessionReport {
             failure: self.failure,
+            errors: self.errors,
             mode,
             written,
             not_written: self.results.len() - written,

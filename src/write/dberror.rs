@@ -12,7 +12,7 @@ use crate::feature::escape_pointer;
 pub fn status_for(code: &SqlState) -> StatusCode {
     let c = code.code();
     match c {
-        "23505" | "23503" | "23P01" => StatusCode::CONFLICT,
+        "23505" | "23503" | "23P01" | "21000" => StatusCode::CONFLICT,
         // Raised by featurepipe.fail in edit sessions.
         "P0002" => StatusCode::NOT_FOUND,
         "FP412" => StatusCode::PRECONDITION_FAILED,
@@ -38,6 +38,7 @@ fn code_name(code: &SqlState) -> &'static str {
         "23P01" => "exclusion_violation",
         "P0001" => "raised_exception",
         "P0002" => "not_found",
+        "21000" => "more_than_one_feature",
         "FP412" => "precondition_failed",
         "FP422" => "skipped_by_trigger",
         c if c.starts_with("22") => "data_exception",
@@ -51,9 +52,10 @@ fn untransformable(db: &tokio_postgres::error::DbError) -> bool {
     db.code().code() == "XX000" && db.message().starts_with("transform:")
 }
 
-/// Describe the failure of feature `feature` (pointer prefix `at`) as reported by the database.
+/// Describe the failure of feature `feature` (pointer prefix `at`) as reported by the
+/// database; a column of `coll` named by the database extends the pointer.
 pub fn feature_error(
-    coll: &Collection,
+    coll: Option<&Collection>,
     feature: Option<usize>,
     at: &str,
     err: &tokio_postgres::Error,
@@ -79,9 +81,10 @@ pub fn feature_error(
         return (StatusCode::UNPROCESSABLE_ENTITY, e);
     }
     let column = db.column().map(str::to_owned);
-    let pointer = match column.as_deref().and_then(|c| coll.column_index(c)) {
-        Some(ci) if ci == coll.geometry => format!("{at}/geometry"),
-        Some(ci) => format!("{at}/properties/{}", escape_pointer(&coll.columns[ci].name)),
+    let place = coll.and_then(|coll| Some((coll, coll.column_index(column.as_deref()?)?)));
+    let pointer = match place {
+        Some((coll, ci)) if ci == coll.geometry => format!("{at}/geometry"),
+        Some((coll, ci)) => format!("{at}/properties/{}", escape_pointer(&coll.columns[ci].name)),
         None => at.to_owned(),
     };
     let field = FieldError {

@@ -35,11 +35,13 @@ pub enum Outcome {
     PreconditionFailed,
     /// Changed; the feature as stored now (`None` after a delete).
     Done(Option<StoredFeature>),
+    /// The preconditions held, but a trigger (or a row security policy) skipped the change.
+    SkippedByTrigger,
 }
 
 /// A database error about this one feature: its status, with the constraint and column.
 fn item_error(coll: &Collection, err: &tokio_postgres::Error) -> ApiError {
-    let (status, field) = feature_error(coll, Some(0), "", err);
+    let (status, field) = feature_error(Some(coll), Some(0), "", err);
     api_error(
         status,
         format!("the feature was not written: {}", field.message),
@@ -71,17 +73,19 @@ pub async fn change(
         .await?
         .map_err(|e| item_error(coll, &e))?;
     let existed: bool = row.get(0);
-    let done: Option<bool> = row.get(1);
-    Ok(match (existed, done) {
+    let held: Option<bool> = row.get(1);
+    let done: Option<bool> = row.get(2);
+    Ok(match (existed, held, done) {
         // If-Match names a current representation; there is none (RFC 9110 13.1.1).
-        (false, _) if pre.if_match.is_some() && !pre.only_create => Outcome::PreconditionFailed,
-        (false, _) => Outcome::Missing,
-        (true, None) => Outcome::PreconditionFailed,
-        (true, Some(_)) => {
-            Outcome::Done(row.get::<_, Option<String>>(2).map(|json| StoredFeature {
+        (false, ..) if pre.if_match.is_some() && !pre.only_create => Outcome::PreconditionFailed,
+        (false, ..) => Outcome::Missing,
+        (true, Some(false) | None, _) => Outcome::PreconditionFailed,
+        (true, Some(true), None) => Outcome::SkippedByTrigger,
+        (true, Some(true), Some(_)) => {
+            Outcome::Done(row.get::<_, Option<String>>(3).map(|json| StoredFeature {
                 json,
-                etag: row.get(3),
-                last_modified: row.get(4),
+                etag: row.get(4),
+                last_modified: row.get(5),
             }))
         }
     })

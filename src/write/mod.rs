@@ -136,7 +136,7 @@ fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> ApiError 
         format!("/features/{}", failure.feature)
     };
     let (status, field) = match &failure.error {
-        Some(error) => feature_error(coll, Some(failure.feature), &at, error),
+        Some(error) => feature_error(Some(coll), Some(failure.feature), &at, error),
         None => (
             StatusCode::UNPROCESSABLE_ENTITY,
             FieldError::new(
@@ -163,7 +163,7 @@ fn refused(
     error: &tokio_postgres::Error,
     batches: Vec<BatchReport>,
 ) -> ApiError {
-    let (status, field) = feature_error(coll, None, "", error);
+    let (status, field) = feature_error(Some(coll), None, "", error);
     let detail = if error.as_db_error().is_some() {
         "the database refused the write; nothing was written"
     } else {

@@ -17,6 +17,8 @@ pub enum BatchStatus {
     RolledBack,
     /// Never sent because an earlier batch failed.
     NotAttempted,
+    /// The connection was lost before the answer: whether it was committed is unknown.
+    Unknown,
 }
 
 /// A contiguous run of features that were not written without being at fault.

@@ -76,6 +76,11 @@ pub fn insert_strict(coll: &Collection, columns: &[usize], srid: i32) -> String 
     )
 }
 
+/// A statement that fails as a missing feature would (P0002): for an id
+/// that cannot be a key, inside a session sent ahead of its answers.
+pub const NO_SUCH_FEATURE: &str =
+    "SELECT featurepipe.fail('P0002', format('no feature %s (not a value of the key''s type)', $1::text))";
+
 /// What a statement on one feature does.
 #[derive(Debug, Clone, Copy)]
 pub enum ItemChange<'a> {
@@ -89,31 +94,46 @@ pub enum ItemChange<'a> {
 
 /// One statement that locks the feature keyed `$1`, checks the preconditions
 /// (`$2` If-Match tags, `$3` If-Unmodified-Since) and, when they hold, makes
-/// the change with values from `$4` on (geometry in `crs`). Its one row says whether the feature
-/// existed, whether the change was made, and the feature as it is now.
+/// the change with values from `$4` on (geometry in `crs`). Its one row says
+/// whether the feature existed, whether the preconditions held, whether the
+/// change was made, and the feature as it is now.
 pub fn change_item(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> String {
     change_item_then(
         coll,
         change,
         crs,
-        "SELECT (SELECT count(*) FROM cur) > 0, done.* FROM (SELECT) AS one LEFT JOIN done ON true",
+        &format!(
+            "SELECT (SELECT count(*) FROM cur) > 0, {ONE_ROW} AND EXISTS (SELECT FROM ok), done.* \
+             FROM (SELECT) AS one LEFT JOIN done ON true"
+        ),
     )
 }
 
-/// Like [`change_item`], but a missing feature (P0002) or a failed
-/// precondition (FP412) is an error of the statement, so that a transaction
+/// True, or an error when a key matched more than one row (a table whose
+/// children share keys): the statement fails rather than change several.
+const ONE_ROW: &str = "(SELECT CASE WHEN count(*) > 1 \
+     THEN featurepipe.fail('21000', format('more than one feature has key %s', $1::text)) \
+     ELSE true END FROM done)";
+
+/// Like [`change_item`], but a missing feature (P0002), a failed
+/// precondition (FP412) or a change a trigger skipped (FP422) is an error of the statement, so that a transaction
 /// sent ahead of its answers cannot commit around it. Answers the ETag.
 pub fn change_item_strict(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> String {
     change_item_then(
         coll,
         change,
         crs,
-        "SELECT CASE \
-           WHEN NOT EXISTS (SELECT FROM cur) \
-             THEN featurepipe.fail('P0002', format('no feature %s', $1::text)) \
-           WHEN NOT EXISTS (SELECT FROM done) \
-             THEN featurepipe.fail('FP412', format('feature %s has changed since it was read (if_match)', $1::text)) \
-         END, done.* FROM (SELECT) AS one LEFT JOIN done ON true",
+        &format!(
+            "SELECT CASE \
+               WHEN NOT EXISTS (SELECT FROM cur) \
+                 THEN featurepipe.fail('P0002', format('no feature %s', $1::text)) \
+               WHEN NOT EXISTS (SELECT FROM ok) \
+                 THEN featurepipe.fail('FP412', format('feature %s has changed since it was read (if_match)', $1::text)) \
+               WHEN NOT EXISTS (SELECT FROM done) \
+                 THEN featurepipe.fail('FP422', format('a trigger or a row security policy skipped the change of feature %s', $1::text)) \
+               ELSE {ONE_ROW} \
+             END, done.* FROM (SELECT) AS one LEFT JOIN done ON true"
+        ),
     )
 }
 

@@ -209,8 +209,8 @@ async fn a_failure_in_the_middle_in_each_mode() {
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(
         proxy.round_trips() - before,
-        3,
-        "one flight, one after the failure, COMMIT"
+        5,
+        "windows of 4 operations (0-3, 4 fails, 5-8, 9), then COMMIT"
     );
     assert_eq!(r.body["written"], 9);
     assert_eq!(r.body["results"][4]["status"], "failed");
@@ -421,4 +421,105 @@ async fn skip_mode_sets_invalid_operations_aside() {
             .await,
         4
     );
+}
+
+#[tokio::test]
+async fn edge_cases_fail_cleanly() {
+    let app = TestApp::new(&format!(
+        "{SETUP}
+         CREATE TABLE parent (id int PRIMARY KEY, name text, geom geometry(Point, 4326));
+         CREATE TABLE child () INHERITS (parent);
+         INSERT INTO parent VALUES (1, 'p', NULL);
+         INSERT INTO child VALUES (1, 'c', NULL);
+         CREATE TABLE owner (id int PRIMARY KEY);
+         CREATE TABLE owned (id serial PRIMARY KEY,
+                             owner int REFERENCES owner DEFERRABLE INITIALLY DEFERRED,
+                             geom geometry(Point, 4326));
+         CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+         CREATE TABLE frozen (id int PRIMARY KEY, name text, geom geometry(Point, 4326));
+         INSERT INTO frozen VALUES (1, 'ice', NULL);
+         CREATE TRIGGER keep BEFORE UPDATE ON frozen FOR EACH ROW EXECUTE FUNCTION keep();"
+    ))
+    .await;
+    let merge = ("content-type", "application/merge-patch+json");
+    // A key shared with a child table: refused, nothing changed.
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/parent/items/1",
+            &[merge],
+            Some(json!({"properties": {"name": "x"}}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{r:?}");
+    let r = session(&app, "atomic", vec![json!({"op": "update", "collection": "parent", "id": 1, "patch": {"properties": {"name": "x"}}})]).await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "more_than_one_feature");
+    assert_eq!(
+        app.db
+            .int("SELECT count(*) FROM parent WHERE name = 'x'")
+            .await,
+        0
+    );
+    // A trigger that skips the update is not a failed precondition.
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/frozen/items/1",
+            &[merge],
+            Some(json!({"properties": {"name": "x"}}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    let r = session(
+        &app,
+        "atomic",
+        vec![json!({"op": "update", "collection": "frozen", "id": 1, "patch": {"properties": {"name": "x"}}})],
+    )
+    .await;
+    assert_eq!(r.body["errors"][0]["code"], "skipped_by_trigger", "{r:?}");
+    // A deferred foreign key fails its own operation in skip mode.
+    let ops = vec![
+        json!({"op": "insert", "collection": "owned", "feature": point(0.0, 0.0, json!({"owner": 7}))}),
+        json!({"op": "insert", "collection": "owned", "feature": point(0.0, 0.0, json!({}))}),
+    ];
+    let r = session(&app, "skip", ops.clone()).await;
+    assert_eq!(statuses(&r), ["failed", "written"], "{r:?}");
+    assert_eq!(
+        r.body["results"][0]["error"]["code"],
+        "foreign_key_violation"
+    );
+    // Atomic: it fails at COMMIT, blamed on no operation.
+    let r = session(&app, "atomic", ops).await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(
+        r.body["report"]["errors"][0]["code"],
+        "foreign_key_violation"
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM owned").await, 1);
+    // An id that cannot be a key is a missing feature; one if_match cannot cover several ids.
+    let r = session(
+        &app,
+        "atomic",
+        vec![json!({"op": "delete", "collection": "pts", "id": "abc"})],
+    )
+    .await;
+    assert_eq!(r.status, 404, "{r:?}");
+    let r = session(
+        &app,
+        "atomic",
+        vec![json!({"op": "delete", "collection": "pts", "ids": [1, 2], "if_match": "x"})],
+    )
+    .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    // POST items still takes f=json.
+    let r = app
+        .send(
+            "POST",
+            "/collections/pts/items?f=json",
+            &[("content-type", "application/geo+json")],
+            Some(point(0.0, 0.0, json!({"name": "f"})).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
 }

@@ -99,6 +99,20 @@ async fn settings_shape_collections() {
         "the last-modified column moves on with each write"
     );
 
+    // Edit sessions honour it too.
+    let r = app
+        .send(
+            "POST",
+            "/transactions",
+            &[("content-type", "application/json")],
+            Some(
+                json!({"operations": [{"op": "delete", "collection": "sites", "id": 1}]})
+                    .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "precondition_required");
     // `archive` is read-only by configuration.
     let r = app.post("archive", &point(0.0, 0.0, json!({}))).await;
     assert_eq!(r.status, 405, "{r:?}");
