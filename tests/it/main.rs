@@ -7,6 +7,7 @@ mod crs;
 mod defaults;
 mod failures;
 mod geometries;
+mod hostile;
 mod ogc_read;
 mod ogc_write;
 mod openapi;
