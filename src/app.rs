@@ -37,7 +37,12 @@ impl AppState {
             .database_url
             .as_deref()
             .ok_or(StartupError::NoUrl)?;
-        let db = Database::new(url, config.pool_size, config.pool_wait)?;
+        let db = Database::new(
+            url,
+            config.pool_size,
+            config.pool_wait,
+            config.statement_timeout,
+        )?;
         let mut client = db.wait_until_ready(config.db.startup_timeout).await?;
         migrate::run(&mut client).await?;
         let settings = match &config.settings {

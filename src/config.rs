@@ -70,6 +70,10 @@ pub struct Config {
     /// links; by default `http://` and the request's Host header.
     #[arg(long, env = "FEATUREPIPE_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Longest any one database statement may run (0: no limit); a request
+    /// whose statement runs longer fails with 503 and writes nothing.
+    #[arg(long, env = "FEATUREPIPE_STATEMENT_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub statement_timeout: Duration,
     /// TOML file of per-collection settings (title, last-modified column,
     /// preconditions, extra CRSs, read-only); optional.
     #[arg(long = "config", env = "FEATUREPIPE_CONFIG")]

@@ -8,7 +8,10 @@ use futures_util::StreamExt;
 use crate::error::ApiError;
 
 /// Read the whole body into one buffer sized from `Content-Length`, so that
-/// a large body is held once (collecting chunks and joining them would hold it twice).
+/// a large body is held once (collecting chunks and joining them would hold it
+/// twice). A gzip body (`Content-Encoding: gzip`) is decompressed, and the
+/// limit applies to what it decompresses to: a zip bomb is a 413, never an
+/// out-of-memory.
 pub async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>, ApiError> {
     let too_large = || {
         ApiError::new(
@@ -38,7 +41,65 @@ pub async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Ve
         }
         buf.extend_from_slice(&chunk);
     }
-    Ok(buf)
+    match content_encoding(headers)? {
+        Encoding::Identity => Ok(buf),
+        Encoding::Gzip => gunzip(&buf, max).map_err(|e| match e {
+            Gunzip::TooLarge => too_large(),
+            Gunzip::Corrupt(e) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "unreadable-body",
+                format!("the body is not valid gzip: {e}"),
+            ),
+        }),
+    }
+}
+
+enum Encoding {
+    Identity,
+    Gzip,
+}
+
+/// The body's `Content-Encoding`: none or gzip (415 otherwise).
+fn content_encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
+    let Some(value) = headers.get(header::CONTENT_ENCODING) else {
+        return Ok(Encoding::Identity);
+    };
+    match value
+        .to_str()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "" | "identity" => Ok(Encoding::Identity),
+        "gzip" | "x-gzip" => Ok(Encoding::Gzip),
+        other => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-encoding",
+            format!("Content-Encoding '{other}' is not accepted: use gzip or none"),
+        )
+        .with_header(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"))),
+    }
+}
+
+enum Gunzip {
+    TooLarge,
+    Corrupt(std::io::Error),
+}
+
+/// Decompress at most `max` bytes; more is [`Gunzip::TooLarge`], found
+/// after reading one byte past the limit, so memory stays bounded.
+fn gunzip(compressed: &[u8], max: usize) -> Result<Vec<u8>, Gunzip> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(compressed.len().saturating_mul(4).min(max));
+    flate2::read::MultiGzDecoder::new(compressed)
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(Gunzip::Corrupt)?;
+    if out.len() > max {
+        return Err(Gunzip::TooLarge);
+    }
+    Ok(out)
 }
 
 /// Check that the body's media type is one of `accepted` (parameters allowed).

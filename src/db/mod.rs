@@ -56,8 +56,23 @@ pub struct Database {
 
 impl Database {
     /// Build a pool of at most `size` connections; requests wait at most `wait` for one.
-    pub fn new(url: &str, size: usize, wait: Duration) -> Result<Self, StartupError> {
-        let config = tokio_postgres::Config::from_str(url).map_err(StartupError::BadUrl)?;
+    /// Each statement may run at most `statement_timeout` (zero: no limit).
+    pub fn new(
+        url: &str,
+        size: usize,
+        wait: Duration,
+        statement_timeout: Duration,
+    ) -> Result<Self, StartupError> {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(StartupError::BadUrl)?;
+        if !statement_timeout.is_zero() {
+            // Added to the URL's own options, not in place of them.
+            let options = format!(
+                "{} -c statement_timeout={}",
+                config.get_options().unwrap_or_default(),
+                statement_timeout.as_millis()
+            );
+            config.options(options.trim());
+        }
         let manager = Manager::from_config(
             config,
             NoTls,

@@ -516,3 +516,78 @@ async fn hostile_requests_get_clear_4xx_and_change_nothing() {
         Some("seed")
     );
 }
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(bytes).unwrap();
+    enc.finish().unwrap()
+}
+
+async fn post_encoded(
+    app: &TestApp,
+    encoding: &str,
+    body: Vec<u8>,
+) -> crate::support::TestResponse {
+    use axum::body::Body;
+    use axum::http::Request;
+    app.request(
+        Request::post("/collections/pts/items")
+            .header("content-type", GEOJSON)
+            .header("content-encoding", encoding)
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn gzip_bodies_are_limited_after_decompression() {
+    let app = TestApp::with_config(SETUP, |c| c.max_body = 1 << 20).await;
+    let fc =
+        crate::support::collection((0..100).map(|i| point(0.0, 0.0, json!({"n": i}))).collect());
+    let r = post_encoded(&app, "gzip", gzip(fc.to_string().as_bytes())).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 101);
+    // 64 MiB of JSON whitespace around a Feature: about 64 KiB compressed.
+    let mut bomb = vec![b' '; 64 << 20];
+    bomb.extend_from_slice(feature("{}").as_bytes());
+    let bomb = gzip(&bomb);
+    assert!(bomb.len() < 1 << 20, "{}", bomb.len());
+    let r = post_encoded(&app, "gzip", bomb).await;
+    assert_eq!(r.status, 413, "{r:?}");
+    let r = post_encoded(&app, "gzip", b"not gzip at all".to_vec()).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = post_encoded(&app, "br", feature("{}").into_bytes()).await;
+    assert_eq!(r.status, 415, "{r:?}");
+    assert_eq!(r.headers["accept-encoding"], "gzip");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 101);
+}
+
+#[tokio::test]
+async fn statement_timeout_bounds_database_work() {
+    let app = TestApp::with_config(
+        "CREATE TABLE s (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));
+         CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN IF NEW.name = 'slow' THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END $$;
+         CREATE TRIGGER slow BEFORE INSERT ON s FOR EACH ROW EXECUTE FUNCTION slow();",
+        |c| c.statement_timeout = std::time::Duration::from_millis(200),
+    )
+    .await;
+    let r = app
+        .post("s", &point(0.0, 0.0, json!({"name": "slow"})))
+        .await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(
+        r.body["errors"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("statement timeout"),
+        "{r:?}"
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM s").await, 0);
+    let r = app
+        .post("s", &point(0.0, 0.0, json!({"name": "quick"})))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+}
