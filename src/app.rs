@@ -27,6 +27,8 @@ pub struct AppState {
     pub max_body: usize,
     /// The URL clients reach the service at, for links; else taken from `Host`.
     pub public_url: Option<String>,
+    /// How long Idempotency-Keys are remembered.
+    pub idempotency_ttl: std::time::Duration,
 }
 
 impl AppState {
@@ -61,6 +63,7 @@ impl AppState {
             write: config.write_options(),
             max_body: config.max_body,
             public_url: config.public_url.clone(),
+            idempotency_ttl: config.idempotency_ttl,
         })
     }
 

@@ -5,7 +5,10 @@ use axum::http::HeaderValue;
 use axum::http::{header, HeaderMap, StatusCode};
 use futures_util::StreamExt;
 
+use axum::response::{IntoResponse, Response};
+
 use crate::error::ApiError;
+use crate::write::idempotency::Stored;
 
 /// Read the whole body into one buffer sized from `Content-Length`, so that
 /// a large body is held once (collecting chunks and joining them would hold it
@@ -135,4 +138,49 @@ pub fn check_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), 
         e = e.with_header(header::ACCEPT, v);
     }
     Err(e)
+}
+
+/// The request's `Idempotency-Key`, if any: 1 to 255 visible ASCII characters.
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    match value.to_str() {
+        Ok(key) if (1..=255).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic()) => {
+            Ok(Some(key.to_owned()))
+        }
+        _ => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-idempotency-key",
+            "Idempotency-Key must be 1 to 255 visible ASCII characters",
+        )),
+    }
+}
+
+/// The stored response of an earlier request with the same key; a different
+/// request under the same key is a 422.
+pub fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
+    if stored.hash != hash {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency-key-reused",
+            "this Idempotency-Key was used for a different request",
+        ));
+    }
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let mut response = (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        stored.body,
+    )
+        .into_response();
+    let h = response.headers_mut();
+    h.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    if let Some(location) = stored.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        h.insert(header::LOCATION, location);
+    }
+    Ok(response)
 }

@@ -8,13 +8,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::body::{check_content_type, read_body};
+use super::body::{check_content_type, idempotency_key, read_body, replay};
 use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
 use super::query_pairs;
 use super::representation::{
-    check_writable, feature_response, items_allow, options_response, reading, set_content_crs,
-    set_location, set_preference_applied, Return, FEATURE_TYPES, GEOJSON,
+    check_writable, feature_response, item_path, items_allow, options_response, reading,
+    set_content_crs, set_location, set_preference_applied, Return, FEATURE_TYPES, GEOJSON,
 };
 use super::transactions;
 use crate::app::AppState;
@@ -23,6 +23,7 @@ use crate::feature::parse_body;
 use crate::read::params::{percent_encode, ItemsQuery};
 use crate::read::{self};
 use crate::session::{self, Mode};
+use crate::write::idempotency::{lookup, request_hash, Idempotency};
 use crate::write::report::WriteReport;
 use crate::write::write_features;
 
@@ -110,7 +111,7 @@ pub async fn list(
     tag = "Features",
     summary = "Create one Feature (Part 4) or a whole FeatureCollection (extension: bulk, pipelined, one transaction)",
     operation_id = "createFeatures",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("mode" = Option<String>, Query, description = "For a FeatureCollection: atomic (default, one transaction), batch (each batch commits on its own) or skip (features the database refuses are skipped); batch and skip answer 200 with an edit-session report, one insert operation per feature"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("mode" = Option<String>, Query, description = "For a FeatureCollection: atomic (default, one transaction), batch (each batch commits on its own) or skip (features the database refuses are skipped); batch and skip answer 200 with an edit-session report, one insert operation per feature"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing; the same key with another body is a 422; one still running is a 409 (atomic mode)"), ("Content-Encoding" = Option<String>, Header, description = "gzip or none; the size limit applies after decompression")),
     request_body(description = "A GeoJSON Feature or FeatureCollection", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"))),
     responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature, return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
@@ -131,6 +132,26 @@ pub async fn create(
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
     let body = read_body(&headers, body, state.max_body).await?;
+    let key = idempotency_key(&headers)?;
+    let hash = key.as_ref().map(|_| {
+        let target = format!(
+            "/collections/{collection_id}/items?{}",
+            query.as_deref().unwrap_or("")
+        );
+        request_hash("POST", &target, &body)
+    });
+    if let (Some(key), Some(hash)) = (&key, &hash) {
+        if let Some(stored) = lookup(&state.db, key, state.idempotency_ttl).await? {
+            return replay(stored, hash);
+        }
+        if mode != Mode::Atomic {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "idempotency-unsupported",
+                "Idempotency-Key is taken with mode=atomic only (for now)",
+            ));
+        }
+    }
     // Parsing tens of MiB is CPU work: keep it off the async workers.
     let parse_coll = coll.clone();
     let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll, &how))
@@ -142,7 +163,20 @@ pub async fn create(
         let (operations, steps) = session::inserts(&coll, parsed);
         return transactions::answer(&state, &operations, &steps, mode).await;
     }
-    let report = write_features(state.db.clone(), coll.clone(), parsed, state.write).await?;
+    let idempotency = key.zip(hash).map(|(key, hash)| Idempotency {
+        key,
+        hash,
+        ttl: state.idempotency_ttl,
+        location_prefix: single.then(|| format!("{}{}", base.0, item_path(&coll, ""))),
+    });
+    let report = write_features(
+        state.db.clone(),
+        coll.clone(),
+        parsed,
+        state.write,
+        idempotency,
+    )
+    .await?;
     let Some(id) = report.ids.text(0).filter(|_| single) else {
         let mut response = (StatusCode::CREATED, Json(&report)).into_response();
         set_preference_applied(&mut response, &headers, false);

@@ -16,6 +16,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "fail_function",
         include_str!("../../migrations/0002_fail_function.sql"),
     ),
+    (
+        3,
+        "idempotency",
+        include_str!("../../migrations/0003_idempotency.sql"),
+    ),
 ];
 
 /// Arbitrary constant: replicas starting together take turns on this lock.

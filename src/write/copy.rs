@@ -113,6 +113,8 @@ pub struct Copy<'a> {
 /// An answer of the first flight.
 enum Opened {
     Done,
+    /// The answer to claiming the Idempotency-Key.
+    Claimed(Result<u64, Error>),
     Keys(Ids),
     Sink(tokio_postgres::CopyInSink<bytes::Bytes>),
 }
@@ -162,6 +164,11 @@ impl Copy<'_> {
                 .await
                 .map(|()| Opened::Done)
         })];
+        if let Some(keyed) = self.job.idempotency {
+            first.extend(super::claim_calls(keyed, self.job.client).map(|call| {
+                Box::pin(async move { Ok(Opened::Claimed(call.await)) }) as Call<'_, _>
+            }));
+        }
         if let Some(keys) = statements.get(1) {
             let params: Vec<&(dyn ToSql + Sync)> = if self.job.coll.columns[pk].default.is_some() {
                 vec![&n]
@@ -190,7 +197,8 @@ impl Copy<'_> {
         let (mut keys, mut sink) = (None, None);
         while let Some(answer) = calls.next().await {
             match answer {
-                Ok(Opened::Done) => {}
+                Ok(Opened::Done | Opened::Claimed(Ok(_))) => {}
+                Ok(Opened::Claimed(Err(e))) => return Err(super::claim_failed(&e)),
                 Ok(Opened::Keys(k)) => keys = Some(k),
                 Ok(Opened::Sink(s)) => sink = Some(s),
                 Err(e) => {
@@ -211,6 +219,21 @@ impl Copy<'_> {
             sink.expect("the COPY started"),
             &types,
         ));
+        // The keys are known before any row is sent: from the defaults query, or given.
+        let ids = match keys.clone() {
+            Some(keys) => keys,
+            None => {
+                let at = self.job.plan.shapes[0]
+                    .iter()
+                    .position(|&c| c == pk)
+                    .expect("copy_plan: the features give the key");
+                let mut ids = Ids::new(self.job.coll.integer_key(), self.job.rows.len());
+                for row in self.job.rows {
+                    ids.push_text(key_text(&row.values[at]));
+                }
+                ids
+            }
+        };
 
         // Flight 2: the rows, the end of the COPY, COMMIT.
         let key_type = match self.job.coll.columns[pk].ty {
@@ -235,6 +258,25 @@ impl Copy<'_> {
             }
         }
         let (copied, ended) = match written {
+            Ok(()) if self.job.idempotency.is_some() => {
+                // The response is stored before COMMIT: after the COPY has ended.
+                let copied = writer.as_mut().finish().await;
+                tally.mark_batch();
+                let report = WriteReport {
+                    strategy: super::Strategy::Copy,
+                    batches: tally.reports(true),
+                    ids: ids.clone(),
+                };
+                let ended = match &copied {
+                    Ok(_) => {
+                        super::store_and_commit(self.job.client, self.job.idempotency, &report)
+                            .await
+                            .map(|()| 0)
+                    }
+                    Err(_) => self.job.client.batch_execute("ROLLBACK").await.map(|()| 0),
+                };
+                (copied, ended)
+            }
             Ok(()) => {
                 let ends: Vec<Call<'_, Result<u64, Error>>> = vec![
                     Box::pin(async { writer.as_mut().finish().await }),
@@ -258,7 +300,9 @@ impl Copy<'_> {
         {
             self.job.client.set_open(false);
         }
-        tally.mark_batch();
+        if self.job.idempotency.is_none() {
+            tally.mark_batch(); // (marked before storing the response otherwise)
+        }
         if let Err(error) = copied {
             // Some checks (foreign keys) run after PostgreSQL has dropped the
             // "line N" context: then no feature can be named.
@@ -274,24 +318,10 @@ impl Copy<'_> {
         if let Err(error) = ended {
             return Err(refused(self.job.coll, &error, tally.reports(false)));
         }
-        tally.ids = match keys {
-            Some(keys) => keys,
-            None => {
-                let at = self.job.plan.shapes[0]
-                    .iter()
-                    .position(|&c| c == pk)
-                    .expect("copy_plan: the features give the key");
-                let mut ids = Ids::new(self.job.coll.integer_key(), self.job.rows.len());
-                for row in self.job.rows {
-                    ids.push_text(key_text(&row.values[at]));
-                }
-                ids
-            }
-        };
         Ok(WriteReport {
             strategy: super::Strategy::Copy,
             batches: tally.reports(true),
-            ids: tally.ids,
+            ids,
         })
     }
 

@@ -30,7 +30,9 @@ impl Insert<'_> {
         let statements = self.prepare().await?;
         // A BEFORE INSERT trigger may skip a row (RETURN NULL) without an error:
         // then COMMIT must wait until every answer has been seen.
-        let commit_queued = self.pipeline && !self.job.coll.before_insert_trigger;
+        // So must it when the response is to be stored before it (Idempotency-Key).
+        let commit_queued =
+            self.pipeline && !self.job.coll.before_insert_trigger && self.job.idempotency.is_none();
         let mut calls = Calls::new(self.calls(&statements, commit_queued));
         let mut tally = Tally::new(
             &self.job.plan.batches,
@@ -43,6 +45,13 @@ impl Insert<'_> {
         }
         if let Some(Err(e)) = calls.next().await {
             return Err(request_error("starting the transaction", &e));
+        }
+        if self.job.idempotency.is_some() {
+            for _ in 0..2 {
+                if let Some(Err(e)) = calls.next().await {
+                    return Err(super::claim_failed(&e));
+                }
+            }
         }
         for feature in 0..self.job.rows.len() {
             let answer = calls.next().await.expect("one answer per feature");
@@ -62,7 +71,15 @@ impl Insert<'_> {
                 }
                 return Err(write_failed(self.job.coll, self.job.single, &tally));
             }
-            self.job.client.batch_execute("COMMIT").await.map(|()| None)
+            tally.add_to_last();
+            let report = WriteReport {
+                strategy: super::Strategy::Insert,
+                batches: tally.reports(true),
+                ids: tally.ids.clone(),
+            };
+            super::store_and_commit(self.job.client, self.job.idempotency, &report)
+                .await
+                .map(|()| None)
         };
         // Answered by the server: the transaction is over either way.
         if commit
@@ -71,7 +88,9 @@ impl Insert<'_> {
         {
             self.job.client.set_open(false);
         }
-        tally.add_to_last();
+        if commit_queued {
+            tally.add_to_last();
+        }
         match commit {
             _ if tally.failure.is_some() => {
                 Err(write_failed(self.job.coll, self.job.single, &tally))
@@ -95,6 +114,13 @@ impl Insert<'_> {
         calls.push(Box::pin(async move {
             self.job.client.batch_execute("BEGIN").await.map(|()| None)
         }));
+        if let Some(idem) = self.job.idempotency {
+            calls.extend(
+                super::claim_calls(idem, self.job.client).map(|call| {
+                    Box::pin(async move { call.await.map(|_| None) }) as Call<'s, Answer>
+                }),
+            );
+        }
         for row in self.job.rows {
             let statement = &statements[row.shape];
             calls.push(Box::pin(async move {

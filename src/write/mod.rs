@@ -3,6 +3,7 @@
 mod copy;
 pub mod dberror;
 pub mod guard;
+pub mod idempotency;
 mod insert;
 pub use insert::STATEMENT_CACHE_LIMIT;
 pub mod item;
@@ -16,11 +17,16 @@ use std::sync::Arc;
 use crate::catalog::Collection;
 use crate::db::Database;
 use crate::error::{ApiError, FieldError};
+use tokio_postgres::Statement;
+
 use crate::feature::{FeatureRow, ParsedBody};
 use axum::http::StatusCode;
+use dberror::request_error;
 use dberror::{api_error, feature_error};
 use guard::TxGuard;
+use idempotency::Idempotency;
 use insert::Insert;
+use pipeline::{Call, Calls};
 pub use plan::BatchLimits;
 use plan::Plan;
 use report::{BatchReport, Tally, WriteReport};
@@ -39,6 +45,19 @@ pub struct Job<'a> {
     pub single: bool,
     /// The SRID of the rows' geometries.
     pub srid: i32,
+    /// The request's Idempotency-Key, claimed and answered in the transaction.
+    pub idempotency: Option<Keyed<'a>>,
+}
+
+/// An Idempotency-Key with its statements prepared on the job's connection:
+/// a prepared statement goes out whole when first polled, so it keeps its
+/// place in a pipelined flight.
+#[derive(Clone, Copy)]
+pub struct Keyed<'a> {
+    /// The key.
+    pub idem: &'a Idempotency,
+    /// EXPIRE, CLAIM and STORE.
+    pub statements: &'a [Statement; 3],
 }
 
 /// How writes are carried out.
@@ -79,6 +98,7 @@ pub async fn write_features(
     coll: Arc<Collection>,
     parsed: ParsedBody,
     options: WriteOptions,
+    idempotency: Option<Idempotency>,
 ) -> Result<WriteReport, ApiError> {
     let ParsedBody {
         single,
@@ -97,6 +117,10 @@ pub async fn write_features(
     tokio::spawn(async move {
         let plan = plan::plan(shapes, &rows, options.limits);
         let client = TxGuard::new(db.connection().await?);
+        let keyed = match &idempotency {
+            Some(_) => Some(prepare_keyed(&client).await?),
+            None => None,
+        };
         let wants_copy = match options.strategy {
             Strategy::Insert => false,
             Strategy::Copy => true,
@@ -110,6 +134,10 @@ pub async fn write_features(
             plan: &plan,
             single,
             srid,
+            idempotency: idempotency
+                .as_ref()
+                .zip(keyed.as_ref())
+                .map(|(idem, statements)| Keyed { idem, statements }),
         };
         match copy::copy_plan(&coll, &plan, srid).filter(|_| wants_copy && options.pipeline) {
             Some(copy) => copy::Copy { job, copy }.run().await,
@@ -125,6 +153,82 @@ pub async fn write_features(
     })
     .await
     .map_err(|e| ApiError::internal(format!("the write task failed: {e}")))?
+}
+
+/// Prepare EXPIRE, CLAIM and STORE (cached on the connection) in one round trip.
+async fn prepare_keyed(client: &TxGuard) -> Result<[Statement; 3], ApiError> {
+    let sqls = [idempotency::EXPIRE, idempotency::CLAIM, idempotency::STORE];
+    let calls: Vec<Call<'_, Result<Statement, tokio_postgres::Error>>> = sqls
+        .iter()
+        .map(|sql| Box::pin(client.prepare_cached(sql)) as Call<'_, _>)
+        .collect();
+    let mut calls = Calls::new(calls);
+    calls.send_all().await;
+    let mut prepared = Vec::with_capacity(3);
+    while let Some(statement) = calls.next().await {
+        prepared.push(statement.map_err(|e| request_error("preparing the idempotency key", &e))?);
+    }
+    Ok(prepared.try_into().expect("three statements"))
+}
+
+/// Forget expired keys, then claim this one: two statements, not sent until polled.
+fn claim_calls<'a>(
+    keyed: Keyed<'a>,
+    client: &'a TxGuard,
+) -> [Call<'a, Result<u64, tokio_postgres::Error>>; 2] {
+    let [expire, claim, _] = keyed.statements;
+    let idem = keyed.idem;
+    [
+        Box::pin(async move { client.execute(expire, &[&idem.ttl.as_secs_f64()]).await }),
+        Box::pin(async move { client.execute(claim, &[&idem.key, &idem.hash]).await }),
+    ]
+}
+
+/// The key is taken: another request with it has just written (or is writing).
+fn claim_failed(e: &tokio_postgres::Error) -> ApiError {
+    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "idempotency-key-in-use",
+            "another request with this Idempotency-Key was running; retry to get its response",
+        )
+    } else {
+        request_error("claiming the idempotency key", e)
+    }
+}
+
+/// Store the response under the key (if any) and COMMIT, both in one flight.
+async fn store_and_commit(
+    client: &TxGuard,
+    keyed: Option<Keyed<'_>>,
+    report: &WriteReport,
+) -> Result<(), tokio_postgres::Error> {
+    let Some(keyed) = keyed else {
+        return client.batch_execute("COMMIT").await;
+    };
+    let (idem, store) = (keyed.idem, &keyed.statements[2]);
+    let body = serde_json::to_vec(report).expect("a report serializes");
+    let location = idem.location_prefix.as_ref().and_then(|prefix| {
+        report
+            .ids
+            .text(0)
+            .map(|id| format!("{prefix}{}", crate::read::params::percent_encode(&id)))
+    });
+    let status = 201i32;
+    let calls: Vec<Call<'_, Result<(), tokio_postgres::Error>>> = vec![
+        Box::pin(async {
+            client
+                .execute(store, &[&idem.key, &status, &body, &location])
+                .await
+                .map(drop)
+        }),
+        Box::pin(async { client.batch_execute("COMMIT").await }),
+    ];
+    let mut calls = Calls::new(calls);
+    calls.send_all().await;
+    let stored = calls.next().await.expect("queued");
+    let committed = calls.next().await.expect("queued");
+    stored.and(committed)
 }
 
 /// The error for a write whose statement for one feature failed.

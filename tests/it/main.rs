@@ -8,6 +8,7 @@ mod defaults;
 mod failures;
 mod geometries;
 mod hostile;
+mod idempotency;
 mod ogc_read;
 mod ogc_write;
 mod openapi;

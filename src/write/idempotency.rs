@@ -1,0 +1,77 @@
+//! `Idempotency-Key`: a retried write returns the first attempt's response
+//! and writes nothing. The key is claimed in the same transaction as the
+//! rows and the response stored there before COMMIT: after any failure, a
+//! retry finds either no key (nothing was written) or the response.
+
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::db::Database;
+use crate::error::ApiError;
+use crate::write::dberror::request_error;
+
+/// A write's idempotency key and what it claims.
+#[derive(Debug, Clone)]
+pub struct Idempotency {
+    /// The client's key.
+    pub key: String,
+    /// sha256 of the request (method, path and query, body).
+    pub hash: String,
+    /// Keys older than this are forgotten.
+    pub ttl: Duration,
+    /// Where a single created feature is: this plus its id (for `Location`).
+    pub location_prefix: Option<String>,
+}
+
+/// A response stored under a key.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The request's hash.
+    pub hash: String,
+    /// HTTP status.
+    pub status: u16,
+    /// JSON body.
+    pub body: Vec<u8>,
+    /// `Location`, if any.
+    pub location: Option<String>,
+}
+
+/// Forget expired keys (so that an expired key can be used again).
+pub const EXPIRE: &str =
+    "DELETE FROM featurepipe.idempotency WHERE created < now() - make_interval(secs => $1)";
+/// Claim the key; a concurrent request with the same key waits, then fails (23505).
+pub const CLAIM: &str = "INSERT INTO featurepipe.idempotency (key, request_hash) VALUES ($1, $2)";
+/// Store the response, in the transaction that wrote the rows.
+pub const STORE: &str =
+    "UPDATE featurepipe.idempotency SET status = $2, body = $3, location = $4 WHERE key = $1";
+
+/// The hash a retry must match.
+pub fn request_hash(method: &str, path_and_query: &str, body: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(method.as_bytes());
+    h.update(b" ");
+    h.update(path_and_query.as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The stored response of `key`, if it has one that has not expired.
+pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<Stored>, ApiError> {
+    let client = db.connection().await?;
+    let row = client
+        .query_opt(
+            "SELECT request_hash, status, body, location FROM featurepipe.idempotency \
+              WHERE key = $1 AND created >= now() - make_interval(secs => $2) AND status IS NOT NULL",
+            &[&key, &ttl.as_secs_f64()],
+        )
+        .await
+        .map_err(|e| request_error("looking up the idempotency key", &e))?;
+    Ok(row.map(|r| Stored {
+        hash: r.get(0),
+        status: r.get::<_, i32>(1) as u16,
+        body: r.get(2),
+        location: r.get(3),
+    }))
+}

@@ -1,0 +1,152 @@
+//! Idempotency-Key: a retry returns the first response and writes nothing,
+//! even when the first response was lost on the way.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+use crate::support::{collection, point, Served, TestApp, TestResponse};
+
+const SETUP: &str = "CREATE TABLE pts (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))";
+
+fn body(n: usize) -> String {
+    collection((0..n).map(|i| point(0.0, 0.0, json!({"n": i}))).collect()).to_string()
+}
+
+async fn post(app: &TestApp, key: &str, body: &str) -> TestResponse {
+    app.send(
+        "POST",
+        "/collections/pts/items",
+        &[
+            ("content-type", "application/geo+json"),
+            ("idempotency-key", key),
+        ],
+        Some(body.to_owned()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_retry_returns_the_first_response_and_writes_nothing() {
+    let app = TestApp::new(SETUP).await;
+    // Pipelined INSERTs (3 features) and COPY (150 features) alike.
+    for (key, n) in [("k-insert", 3), ("k-copy", 150)] {
+        let first = post(&app, key, &body(n)).await;
+        assert_eq!(first.status, 201, "{first:?}");
+        let before = app.db.int("SELECT count(*) FROM pts").await;
+        let again = post(&app, key, &body(n)).await;
+        assert_eq!(again.status, 201, "{again:?}");
+        assert_eq!(again.body, first.body);
+        assert_eq!(again.headers["idempotent-replayed"], "true");
+        assert_eq!(app.db.int("SELECT count(*) FROM pts").await, before);
+    }
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 153);
+    // The same key for another request is refused.
+    let r = post(&app, "k-insert", &body(4)).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    // A single feature: its Location comes back too.
+    let one = point(1.0, 1.0, json!({"n": 777})).to_string();
+    let first = post(&app, "k-one", &one).await;
+    let again = post(&app, "k-one", &one).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    assert_eq!(again.status, 201, "{again:?} {:?}", again.headers);
+    assert_eq!(again.headers["location"], first.headers["location"]);
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM pts WHERE n = 777").await,
+        1
+    );
+    // A request that failed wrote nothing and kept no key: a fixed retry goes through.
+    app.db
+        .client
+        .batch_execute("ALTER TABLE pts ADD CHECK (n < 1000)")
+        .await
+        .unwrap();
+    let bad = point(0.0, 0.0, json!({"n": 5000})).to_string();
+    assert_eq!(post(&app, "k-bad", &bad).await.status, 422);
+    assert_eq!(post(&app, "k-bad", &one).await.status, 201);
+}
+
+#[tokio::test]
+async fn the_first_response_lost_on_the_way() {
+    let app = TestApp::new(SETUP).await;
+    let served = Served::start(&app).await;
+    let payload = body(200);
+    // Send the request; once it has committed, hang up without reading the answer.
+    let mut stream = tokio::net::TcpStream::connect(served.url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /collections/pts/items HTTP/1.1\r\nHost: x\r\nContent-Type: application/geo+json\r\n\
+         Idempotency-Key: lost-1\r\nContent-Length: {}\r\n\r\n",
+        payload.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(payload.as_bytes()).await.unwrap();
+    let stored =
+        "SELECT count(*) FROM featurepipe.idempotency WHERE key = 'lost-1' AND status IS NOT NULL";
+    for _ in 0..100 {
+        if app.db.int(stored).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(stream);
+    let retry = post(&app, "lost-1", &payload).await;
+    assert_eq!(retry.status, 201, "{retry:?}");
+    assert_eq!(retry.headers["idempotent-replayed"], "true");
+    let ids: Vec<i64> = retry.body["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 200);
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM pts").await,
+        200,
+        "no duplicates"
+    );
+    assert_eq!(app.db.int("SELECT min(id)::int8 FROM pts").await, ids[0]);
+}
+
+#[tokio::test]
+async fn concurrent_requests_with_one_key_write_once() {
+    let app = TestApp::new(SETUP).await;
+    let payload = body(50);
+    let (a, b) = tokio::join!(post(&app, "same", &payload), post(&app, "same", &payload));
+    let statuses = [a.status.as_u16(), b.status.as_u16()];
+    assert!(statuses.contains(&201), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| [201, 409].contains(s)),
+        "{a:?} {b:?}"
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 50);
+    let r = post(&app, "same", &payload).await;
+    assert_eq!(r.status, 201);
+    let first = if a.status == 201 { &a.body } else { &b.body };
+    assert_eq!(&r.body, first as &Value);
+}
+
+#[tokio::test]
+async fn keys_expire() {
+    let app = TestApp::with_config(SETUP, |c| c.idempotency_ttl = Duration::from_millis(500)).await;
+    assert_eq!(post(&app, "short", &body(1)).await.status, 201);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let r = post(&app, "short", &body(1)).await;
+    assert_eq!(r.status, 201);
+    assert!(!r.headers.contains_key("idempotent-replayed"));
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 2);
+    let r = app
+        .send(
+            "POST",
+            "/collections/pts/items",
+            &[
+                ("content-type", "application/geo+json"),
+                ("idempotency-key", ""),
+            ],
+            Some(body(1)),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+}
