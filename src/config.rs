@@ -74,6 +74,9 @@ pub struct Config {
     /// whose statement runs longer fails with 503 and writes nothing.
     #[arg(long, env = "FEATUREPIPE_STATEMENT_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub statement_timeout: Duration,
+    /// On SIGTERM, how long requests in flight may take to finish before the process exits.
+    #[arg(long, env = "FEATUREPIPE_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub shutdown_timeout: Duration,
     /// How long an Idempotency-Key and its response are remembered.
     #[arg(long, env = "FEATUREPIPE_IDEMPOTENCY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
     pub idempotency_ttl: Duration,

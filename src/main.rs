@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP service (migrates first).
-    Serve(Config),
+    Serve(Box<Config>),
     /// Apply pending migrations to the service's own schema and exit.
     Migrate(DatabaseArgs),
     /// Print the OpenAPI document (as committed in openapi/featurepipe.json).
@@ -72,7 +72,7 @@ async fn run() -> ExitCode {
         )
         .init();
     let result = match Cli::parse().command {
-        Command::Serve(config) => serve(config).await,
+        Command::Serve(config) => serve(*config).await,
         Command::Migrate(args) => migrate_only(args).await,
         Command::Openapi => {
             print!("{}", featurepipe::api::openapi::document_json());
@@ -94,7 +94,27 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
-    featurepipe::serve(listener, state, shutdown_signal()).await?;
+    // On SIGTERM: stop accepting, let requests in flight finish, but not for
+    // longer than the deadline (a write cut short is rolled back by PostgreSQL
+    // when its connection closes: nothing is left half-done).
+    let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown_signal().await;
+        let _ = stopping.send(());
+    };
+    let deadline = config.shutdown_timeout;
+    tokio::select! {
+        served = featurepipe::serve(listener, state, signal) => served?,
+        () = async move {
+            if stopped.await.is_ok() {
+                tokio::time::sleep(deadline).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => {
+            tracing::warn!(?deadline, "requests still in flight at the shutdown deadline; exiting");
+        }
+    }
     Ok(())
 }
 

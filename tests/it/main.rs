@@ -6,6 +6,7 @@ mod copy;
 mod crs;
 mod defaults;
 mod failures;
+mod faults;
 mod geometries;
 mod hostile;
 mod idempotency;

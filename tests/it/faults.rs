@@ -1,0 +1,157 @@
+//! Database faults in the middle of a write: a clear 503, nothing half
+//! written, and the next request succeeds.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::{collection, point, TestApp};
+
+#[tokio::test]
+async fn backend_terminated_mid_request() {
+    for strategy in [
+        featurepipe::write::Strategy::Insert,
+        featurepipe::write::Strategy::Copy,
+    ] {
+        let app = TestApp::with_config(
+            "CREATE TABLE big (id serial PRIMARY KEY, n int, geom geometry(Point, 4326));
+             CREATE INDEX ON big USING gist (geom);",
+            |c| c.write_strategy = strategy,
+        )
+        .await;
+        let body = collection(
+            (0..50_000)
+                .map(|i| point(i as f64 * 0.001, 45.0, json!({"n": i})))
+                .collect(),
+        );
+        let killer = async {
+            // Terminate the service's backend once it is writing into `big`.
+            for _ in 0..2000 {
+                let killed = app
+                    .db
+                    .client
+                    .query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                          WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                            AND (query LIKE 'INSERT INTO%big%' OR query LIKE 'COPY%big%')",
+                        &[],
+                    )
+                    .await
+                    .unwrap();
+                if !killed.is_empty() {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            false
+        };
+        let (r, killed) = tokio::join!(app.post("big", &body), killer);
+        assert!(killed, "{strategy:?}: the write was never seen running");
+        assert_eq!(r.status, 503, "{strategy:?}: {r:?}");
+        assert_eq!(r.headers["content-type"], "application/problem+json");
+        assert_eq!(
+            app.db.int("SELECT count(*) FROM big").await,
+            0,
+            "{strategy:?}"
+        );
+        // The pool drops the dead connection: the next request succeeds.
+        let r = app.post("big", &point(0.0, 0.0, json!({"n": 1}))).await;
+        assert_eq!(r.status, 201, "{strategy:?}: {r:?}");
+    }
+}
+
+/// One HTTP/1.1 exchange over a fresh connection: (status, body).
+async fn http(addr: &str, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body.as_bytes()).await?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).await?;
+    let status = response
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, response))
+}
+
+#[tokio::test]
+async fn sigterm_lets_requests_in_flight_finish() {
+    let app =
+        TestApp::new("CREATE TABLE big (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))")
+            .await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_featurepipe"))
+        .arg("serve")
+        .env("DATABASE_URL", &app.db.url)
+        .env("FEATUREPIPE_LISTEN", &addr)
+        .env("FEATUREPIPE_WRITE_STRATEGY", "insert")
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut ready = false;
+    for _ in 0..200 {
+        if let Ok((200, _)) = http(&addr, "GET", "/readyz", "").await {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ready, "the service did not start");
+    let body = collection(
+        (0..20_000)
+            .map(|i| point(0.0, 0.0, json!({"n": i})))
+            .collect(),
+    )
+    .to_string();
+    let request = tokio::spawn({
+        let addr = addr.clone();
+        async move { http(&addr, "POST", "/collections/big/items", &body).await }
+    });
+    // Once the write is running, ask the service to stop.
+    let mut seen = false;
+    for _ in 0..2000 {
+        let running = app
+            .db
+            .client
+            .query(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() \
+                   AND pid <> pg_backend_pid() AND query LIKE 'INSERT INTO%big%'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if !running.is_empty() {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(seen, "the write was never seen running");
+    let pid = child.id().unwrap().to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let (status, response) = request.await.unwrap().unwrap();
+    assert_eq!(status, 201, "{}", &response[..response.len().min(300)]);
+    let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(exit.success(), "{exit:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM big").await, 20_000);
+}
