@@ -12,6 +12,7 @@ use crate::catalog::{Catalog, Collection};
 use crate::config::Config;
 use crate::db::{migrate, Database, StartupError};
 use crate::error::ApiError;
+use crate::feature::InputLimits;
 use crate::write::WriteOptions;
 
 /// Everything a request handler needs.
@@ -29,6 +30,8 @@ pub struct AppState {
     pub public_url: Option<String>,
     /// How long Idempotency-Keys are remembered.
     pub idempotency_ttl: std::time::Duration,
+    /// Limits on what one request body may hold.
+    pub input_limits: InputLimits,
 }
 
 impl AppState {
@@ -64,6 +67,7 @@ impl AppState {
             max_body: config.max_body,
             public_url: config.public_url.clone(),
             idempotency_ttl: config.idempotency_ttl,
+            input_limits: config.input_limits(),
         })
     }
 

@@ -74,6 +74,18 @@ pub struct Config {
     /// whose statement runs longer fails with 503 and writes nothing.
     #[arg(long, env = "FEATUREPIPE_STATEMENT_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub statement_timeout: Duration,
+    /// Most features one request may carry (413 beyond).
+    #[arg(long, env = "FEATUREPIPE_MAX_FEATURES", default_value_t = 1_000_000)]
+    pub max_features: usize,
+    /// Most positions one geometry may have (422 beyond).
+    #[arg(long, env = "FEATUREPIPE_MAX_POSITIONS", default_value_t = 1_000_000)]
+    pub max_positions: usize,
+    /// Most properties one feature may have (422 beyond).
+    #[arg(long, env = "FEATUREPIPE_MAX_PROPERTIES", default_value_t = 1_000)]
+    pub max_properties: usize,
+    /// Longest string property value (suffixes KiB, MiB; 422 beyond).
+    #[arg(long, env = "FEATUREPIPE_MAX_STRING", default_value = "1MiB", value_parser = parse_bytes)]
+    pub max_string: usize,
     /// On SIGTERM, how long requests in flight may take to finish before the process exits.
     #[arg(long, env = "FEATUREPIPE_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
@@ -98,6 +110,16 @@ impl Config {
         let mut config = Wrapper::parse_from(["featurepipe"]).config;
         config.db.database_url = Some(url.to_owned());
         config
+    }
+
+    /// Limits on what one request body may hold.
+    pub fn input_limits(&self) -> crate::feature::InputLimits {
+        crate::feature::InputLimits {
+            features: self.max_features,
+            positions: self.max_positions,
+            properties: self.max_properties,
+            string_bytes: self.max_string,
+        }
     }
 
     /// How writes are carried out.

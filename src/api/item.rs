@@ -157,7 +157,7 @@ async fn replace_or_update(
     purpose: Purpose,
 ) -> Result<(ItemBody, Outcome, Crs), ApiError> {
     check_writable(coll, item_allow(coll))?;
-    let how = reading(headers, coll)?;
+    let how = reading(headers, coll, state.input_limits)?;
     let parsed = item_body(state, coll, id, headers, body, purpose, &how).await?;
     let crs = how.crs;
     let change = match purpose {

@@ -127,7 +127,7 @@ pub async fn create(
     let mode = transactions::mode(query.as_deref(), true)?;
     check_writable(&coll, items_allow(&coll))?;
     check_content_type(&headers, FEATURE_TYPES)?;
-    let mut how = reading(&headers, &coll)?;
+    let mut how = reading(&headers, &coll, state.input_limits)?;
     // Skip mode writes every valid feature: invalid ones are reported, not refused.
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();

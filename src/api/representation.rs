@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::links::BaseUrl;
 use crate::catalog::Collection;
 use crate::error::ApiError;
-use crate::feature::Reading;
+use crate::feature::{InputLimits, Reading};
 use crate::geometry::Crs;
 use crate::read::params::{offered_crs, percent_encode};
 use crate::read::StoredFeature;
@@ -133,11 +133,16 @@ impl Return {
 
 /// How the body of a write is read: its `Content-Crs`, and `Prefer:
 /// handling=lenient` (unknown properties ignored) or `strict` (the default).
-pub fn reading(headers: &HeaderMap, coll: &Collection) -> Result<Reading, ApiError> {
+pub fn reading(
+    headers: &HeaderMap,
+    coll: &Collection,
+    limits: InputLimits,
+) -> Result<Reading, ApiError> {
     Ok(Reading {
         crs: body_crs(headers, coll)?.clone(),
         lenient: preferences(headers).iter().any(|p| p == "handling=lenient"),
         keep_valid: false,
+        limits,
     })
 }
 

@@ -63,6 +63,32 @@ pub struct Reading {
     /// A FeatureCollection's invalid features are set aside (with their first
     /// problem) instead of refusing the body: `mode=skip`.
     pub keep_valid: bool,
+    /// Limits on what one body may hold.
+    pub limits: InputLimits,
+}
+
+/// Limits on what one request body may hold (each a clear 4xx).
+#[derive(Debug, Clone, Copy)]
+pub struct InputLimits {
+    /// Features per request (413 beyond).
+    pub features: usize,
+    /// Positions per geometry.
+    pub positions: usize,
+    /// Properties per feature.
+    pub properties: usize,
+    /// Bytes per string value.
+    pub string_bytes: usize,
+}
+
+impl Default for InputLimits {
+    fn default() -> Self {
+        InputLimits {
+            features: 1_000_000,
+            positions: 1_000_000,
+            properties: 1_000,
+            string_bytes: 1 << 20,
+        }
+    }
 }
 
 impl Default for Reading {
@@ -71,6 +97,7 @@ impl Default for Reading {
             crs: Crs::crs84(),
             lenient: false,
             keep_valid: false,
+            limits: InputLimits::default(),
         }
     }
 }
@@ -84,11 +111,16 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     let expected = memchr::memmem::find_iter(body.as_bytes(), b"\"Feature\"").count();
     let mut rows = Vec::with_capacity(expected);
     let mut row_features = Vec::new();
+    let mut too_many = false;
     // One pass checks the syntax of the whole body (line and column on error)
     // and validates each feature of a collection as soon as it is read.
     let mut de = serde_json::Deserializer::from_str(body);
     let top = BodySeed {
         on_feature: &mut |i, f| {
+            if i >= how.limits.features {
+                too_many = true;
+                return; // read on for the syntax, but hold no more rows
+            }
             if let Some(row) = v.feature(i, Some(i), f) {
                 rows.push(row);
                 if how.keep_valid {
@@ -100,6 +132,16 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     .deserialize(&mut de)
     .and_then(|top| de.end().map(|()| top))
     .map_err(invalid_json)?;
+    if too_many {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too-many-features",
+            format!(
+                "the body has more than {} features (FEATUREPIPE_MAX_FEATURES); send it in parts",
+                how.limits.features
+            ),
+        ));
+    }
     let kind = top.members.kind;
     let single = if kind.is_some_and(|k| is_string(k, "Feature")) {
         // Anything read as `features` of a Feature is not a feature.
@@ -415,7 +457,12 @@ impl<'a> Validator<'a> {
                 }
                 cells.push((gi, SqlValue::Null));
             }
-            Some(g) => match encode_geometry(&g, self.coll.geometry_column(), &self.how.crs) {
+            Some(g) => match encode_geometry(
+                &g,
+                self.coll.geometry_column(),
+                &self.how.crs,
+                self.how.limits.positions,
+            ) {
                 Ok(wkb) => cells.push((gi, SqlValue::Ewkb(wkb))),
                 Err(e) => {
                     self.error(
@@ -444,6 +491,19 @@ impl<'a> Validator<'a> {
                 &format!("/properties/{}{element}", escape_pointer(name)),
             )
         };
+        if props.len() > self.how.limits.properties {
+            self.error(
+                i,
+                at(index, "/properties"),
+                "too_many_properties",
+                format!(
+                    "{} properties, more than the limit of {} (FEATUREPIPE_MAX_PROPERTIES)",
+                    props.len(),
+                    self.how.limits.properties
+                ),
+            );
+            return;
+        }
         let first = cells.len();
         for (name, raw) in props {
             let Some(ci) = self.coll.column_index(&name) else {
@@ -509,6 +569,19 @@ impl<'a> Validator<'a> {
             } else {
                 Ok(SqlValue::Null)
             };
+        }
+        let text = value.get();
+        if text.starts_with('"') && text.len() > self.how.limits.string_bytes + 2 {
+            return Err((
+                "too_long",
+                format!(
+                    "'{}': a string of {} bytes, more than the limit of {} (FEATUREPIPE_MAX_STRING)",
+                    col.name,
+                    text.len() - 2,
+                    self.how.limits.string_bytes
+                ),
+                None,
+            ));
         }
         let result = match &col.ty {
             ColumnType::Scalar(t) => coerce::scalar(value, *t),

@@ -174,7 +174,7 @@ pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, Geome
         let message = message.split(" at line ").next().unwrap_or(&message);
         Encoder::default().malformed(format!("not a GeoJSON geometry: {message}"))
     })?;
-    encode_geometry(&geometry, column, &Crs::crs84())
+    encode_geometry(&geometry, column, &Crs::crs84(), usize::MAX)
 }
 
 /// Encode a geometry read with its feature, in `crs`, as EWKB for `column`.
@@ -183,6 +183,7 @@ pub fn encode_geometry(
     geometry: &GeometryIn<'_>,
     column: &GeometryColumn,
     crs: &Crs,
+    max_positions: usize,
 ) -> Result<Vec<u8>, GeometryError> {
     let mut enc = Encoder {
         srid: crs.srid,
@@ -238,6 +239,15 @@ pub fn encode_geometry(
     } else {
         enc.geometry(geometry, kind, true)?;
     }
+    if enc.positions > max_positions {
+        return Err(enc.invalid(
+            "too_many_positions",
+            format!(
+                "{} positions, more than the limit of {max_positions} (FEATUREPIPE_MAX_POSITIONS)",
+                enc.positions
+            ),
+        ));
+    }
     if !point {
         // Rows are held until written: give back what doubling over-reserved.
         enc.out.shrink_to_fit();
@@ -276,6 +286,8 @@ struct Encoder {
     srid: i32,
     /// Input positions are (y, x): written as (x, y).
     swap_xy: bool,
+    /// Positions written so far.
+    positions: usize,
     path: Vec<Seg>,
 }
 
@@ -470,6 +482,7 @@ impl Encoder {
 
     /// Write a checked position, x first.
     fn write_position(&mut self, mut xyz: [f64; 3]) -> [f64; 3] {
+        self.positions += 1;
         if self.swap_xy {
             xyz.swap(0, 1);
         }
@@ -584,7 +597,7 @@ mod tests {
             srid: 4326,
             lat_first: true,
         };
-        let wkb = encode_geometry(&g, &any(), &epsg4326).unwrap();
+        let wkb = encode_geometry(&g, &any(), &epsg4326, usize::MAX).unwrap();
         assert_eq!(
             hex(&wkb),
             "0101000020E6100000000000000000F03F0000000000000040"
@@ -594,7 +607,7 @@ mod tests {
             srid: 25832,
             lat_first: false,
         };
-        let wkb = encode_geometry(&g, &any(), &utm).unwrap();
+        let wkb = encode_geometry(&g, &any(), &utm, usize::MAX).unwrap();
         // SELECT 'SRID=25832;POINT(2 1)'::geometry
         assert_eq!(
             hex(&wkb),

@@ -218,7 +218,10 @@ fn read(
             format!("'{}' is read-only", coll.id),
         ));
     }
-    let how = Reading::default();
+    let how = Reading {
+        limits: state.input_limits,
+        ..Reading::default()
+    };
     let if_match = op
         .if_match
         .as_ref()

@@ -591,3 +591,48 @@ async fn statement_timeout_bounds_database_work() {
         .await;
     assert_eq!(r.status, 201, "{r:?}");
 }
+
+#[tokio::test]
+async fn limits_are_clear_4xx() {
+    let app = TestApp::with_config(
+        "CREATE TABLE l (id serial PRIMARY KEY, a text, b text, c text, geom geometry)",
+        |c| {
+            c.max_features = 10;
+            c.max_positions = 5;
+            c.max_properties = 2;
+            c.max_string = 8;
+        },
+    )
+    .await;
+    let many = crate::support::collection((0..11).map(|_| point(0.0, 0.0, json!({}))).collect());
+    let r = app.post("l", &many).await;
+    assert_eq!(r.status, 413, "{r:?}");
+    assert_eq!(r.body["type"], "urn:featurepipe:problem:too-many-features");
+    let line = |n: usize| {
+        json!({"type": "Feature", "properties": {},
+               "geometry": {"type": "LineString", "coordinates": (0..n).map(|i| [i, i]).collect::<Vec<_>>()}})
+    };
+    assert_eq!(app.post("l", &line(5)).await.status, 201);
+    let r = app.post("l", &line(6)).await;
+    assert_eq!(
+        (r.status.as_u16(), r.body["errors"][0]["code"].as_str()),
+        (422, Some("too_many_positions")),
+        "{r:?}"
+    );
+    let r = app
+        .post("l", &point(0.0, 0.0, json!({"a": "x", "b": "y", "c": "z"})))
+        .await;
+    assert_eq!(r.body["errors"][0]["code"], "too_many_properties", "{r:?}");
+    let r = app
+        .post("l", &point(0.0, 0.0, json!({"a": "123456789"})))
+        .await;
+    assert_eq!(r.body["errors"][0]["code"], "too_long", "{r:?}");
+    assert_eq!(r.body["errors"][0]["pointer"], "/properties/a");
+    assert_eq!(
+        app.post("l", &point(0.0, 0.0, json!({"a": "12345678"})))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM l").await, 2);
+}
