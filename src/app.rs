@@ -32,6 +32,8 @@ pub struct AppState {
     pub idempotency_ttl: std::time::Duration,
     /// Limits on what one request body may hold.
     pub input_limits: InputLimits,
+    /// How long a request body may take to arrive.
+    pub upload_timeout: std::time::Duration,
 }
 
 impl AppState {
@@ -68,6 +70,7 @@ impl AppState {
             public_url: config.public_url.clone(),
             idempotency_ttl: config.idempotency_ttl,
             input_limits: config.input_limits(),
+            upload_timeout: config.upload_timeout,
         })
     }
 

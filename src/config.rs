@@ -74,6 +74,9 @@ pub struct Config {
     /// whose statement runs longer fails with 503 and writes nothing.
     #[arg(long, env = "FEATUREPIPE_STATEMENT_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub statement_timeout: Duration,
+    /// How long a request body may take to arrive (408 beyond).
+    #[arg(long, env = "FEATUREPIPE_UPLOAD_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub upload_timeout: Duration,
     /// Most features one request may carry (413 beyond).
     #[arg(long, env = "FEATUREPIPE_MAX_FEATURES", default_value_t = 1_000_000)]
     pub max_features: usize,

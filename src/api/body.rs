@@ -15,7 +15,27 @@ use crate::write::idempotency::Stored;
 /// twice). A gzip body (`Content-Encoding: gzip`) is decompressed, and the
 /// limit applies to what it decompresses to: a zip bomb is a 413, never an
 /// out-of-memory.
-pub async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>, ApiError> {
+pub async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<Vec<u8>, ApiError> {
+    // A stalled upload must not hold its task and buffer for ever.
+    tokio::time::timeout(timeout, read_all(headers, body, max))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "upload-timeout",
+                format!(
+                    "the body did not arrive within {timeout:?} (FEATUREPIPE_UPLOAD_TIMEOUT); nothing was written"
+                ),
+            )
+        })?
+}
+
+async fn read_all(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>, ApiError> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

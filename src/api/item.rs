@@ -93,7 +93,7 @@ async fn item_body(
         FEATURE_TYPES
     };
     check_content_type(headers, accepted)?;
-    let body = read_body(headers, body, state.max_body).await?;
+    let body = read_body(headers, body, state.max_body, state.upload_timeout).await?;
     let parsed = parse_item(&body, coll, purpose, how)?;
     let mismatch = |pointer: &str, given: &str| {
         let message = format!("the feature id is '{id}' (from the URL), the body says '{given}'; an id cannot be changed");

@@ -131,7 +131,7 @@ pub async fn create(
     // Skip mode writes every valid feature: invalid ones are reported, not refused.
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
-    let body = read_body(&headers, body, state.max_body).await?;
+    let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
     let key = idempotency_key(&headers)?;
     let hash = key.as_ref().map(|_| {
         let target = format!(

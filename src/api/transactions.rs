@@ -94,7 +94,7 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let mode = mode(query.as_deref(), false)?;
     check_content_type(&headers, &["application/json"])?;
-    let body = read_body(&headers, body, state.max_body).await?;
+    let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
     let parse_state = state.clone();
     let (operations, steps) =
         tokio::task::spawn_blocking(move || input::parse(&parse_state, &body, mode == Mode::Skip))

@@ -155,3 +155,45 @@ async fn sigterm_lets_requests_in_flight_finish() {
     assert!(exit.success(), "{exit:?}");
     assert_eq!(app.db.int("SELECT count(*) FROM big").await, 20_000);
 }
+
+#[tokio::test]
+async fn stalled_and_abandoned_uploads_write_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::with_config(
+        "CREATE TABLE up (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))",
+        |c| c.upload_timeout = Duration::from_millis(300),
+    )
+    .await;
+    let served = crate::support::Served::start(&app).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    let body = collection((0..100).map(|i| point(0.0, 0.0, json!({"n": i}))).collect()).to_string();
+    let head = format!(
+        "POST /collections/up/items HTTP/1.1\r\nHost: x\r\nContent-Type: application/geo+json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    // Half a body, then nothing: 408.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body.as_bytes()[..body.len() / 2])
+        .await
+        .unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 408"), "{response}");
+    // Half a body, then the client goes away.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body.as_bytes()[..body.len() / 2])
+        .await
+        .unwrap();
+    drop(s);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(app.db.int("SELECT count(*) FROM up").await, 0);
+    // Still serving.
+    let (status, _) = http(&addr, "POST", "/collections/up/items", &body)
+        .await
+        .unwrap();
+    assert_eq!(status, 201);
+    assert_eq!(app.db.int("SELECT count(*) FROM up").await, 100);
+}
