@@ -161,7 +161,7 @@ pub async fn create(
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.
         let (operations, steps) = session::inserts(&coll, parsed);
-        return transactions::answer(&state, &operations, &steps, mode).await;
+        return transactions::answer(&state, &operations, &steps, mode, None).await;
     }
     let idempotency = key.zip(hash).map(|(key, hash)| Idempotency {
         key,

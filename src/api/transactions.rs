@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::body::{check_content_type, read_body};
+use super::body::{check_content_type, idempotency_key, read_body, replay};
 use super::model::SessionBody;
 use super::query_pairs;
 use crate::app::AppState;
@@ -14,6 +14,7 @@ use crate::error::{ApiError, Problem};
 use crate::read::params::{check_format, unknown_parameter};
 use crate::session::report::SessionReport;
 use crate::session::{self, input, Mode, Operation, Step};
+use crate::write::idempotency::{lookup, request_hash, Idempotency};
 
 /// The `mode` query parameter; `f` (only `json`) is taken too where `with_f`.
 pub fn mode(query: Option<&str>, with_f: bool) -> Result<Mode, ApiError> {
@@ -44,9 +45,10 @@ pub async fn answer(
     operations: &[Operation],
     steps: &[Step],
     mode: Mode,
+    idempotency: Option<&Idempotency>,
 ) -> Result<Response, ApiError> {
     let batch = state.write.limits.max_features;
-    let report = session::run(&state.db, operations, steps, mode, batch).await?;
+    let report = session::run(&state.db, operations, steps, mode, batch, idempotency).await?;
     match report.failure {
         Some(status) if mode == Mode::Atomic => {
             let first = report
@@ -71,7 +73,7 @@ pub async fn answer(
     tag = "Features",
     summary = "Save a whole edit session: inserts, replaces, updates and deletes across collections, pipelined, in request order",
     operation_id = "transaction",
-    params(("mode" = Option<String>, Query, description = "atomic (default): all or nothing; batch: each batch commits on its own; skip: every valid operation is written, failing ones are skipped")),
+    params(("mode" = Option<String>, Query, description = "atomic (default): all or nothing; batch: each batch commits on its own; skip: every valid operation is written, failing ones are skipped"), ("Idempotency-Key" = Option<String>, Header, description = "atomic mode: a retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing")),
     request_body(description = "The operations, in order", content((SessionBody = "application/json"))),
     responses(
         (status = 200, description = "The session ran: each operation's result (ids, ETag or count) and status, per-batch status", body = SessionReport),
@@ -95,10 +97,33 @@ pub async fn create(
     let mode = mode(query.as_deref(), false)?;
     check_content_type(&headers, &["application/json"])?;
     let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
+    let idempotency = match idempotency_key(&headers)? {
+        None => None,
+        Some(key) => {
+            let target = format!("/transactions?{}", query.as_deref().unwrap_or(""));
+            let hash = request_hash("POST", &target, &body);
+            if let Some(stored) = lookup(&state.db, &key, state.idempotency_ttl).await? {
+                return replay(stored, &hash);
+            }
+            if mode != Mode::Atomic {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "idempotency-unsupported",
+                    "Idempotency-Key is taken with mode=atomic only (for now)",
+                ));
+            }
+            Some(Idempotency {
+                key,
+                hash,
+                ttl: state.idempotency_ttl,
+                location_prefix: None,
+            })
+        }
+    };
     let parse_state = state.clone();
     let (operations, steps) =
         tokio::task::spawn_blocking(move || input::parse(&parse_state, &body, mode == Mode::Skip))
             .await
             .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
-    answer(&state, &operations, &steps, mode).await
+    answer(&state, &operations, &steps, mode, idempotency.as_ref()).await
 }

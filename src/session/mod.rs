@@ -28,9 +28,11 @@ use crate::feature::ParsedBody;
 use crate::geometry::Crs;
 use crate::write::dberror::request_error;
 use crate::write::guard::TxGuard;
+use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::{Call, Calls};
 use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
 use crate::write::STATEMENT_CACHE_LIMIT;
+use crate::write::{claim_failed, prepare_keyed, store_response_and_commit, Keyed};
 use report::{Outcome, SessionReport};
 
 /// What an operation does.
@@ -171,11 +173,16 @@ pub enum Done {
 enum Msg {
     Sql(&'static str),
     Step(usize),
+    /// Forget expired idempotency keys.
+    Expire,
+    /// Claim the request's idempotency key.
+    Claim,
 }
 
 /// A session ready to run on one connection.
 pub struct Session<'a> {
     client: &'a TxGuard,
+    keyed: Option<Keyed<'a>>,
     operations: &'a [Operation],
     steps: &'a [Step],
     statements: Vec<Statement>,
@@ -189,9 +196,17 @@ pub async fn run(
     steps: &[Step],
     mode: Mode,
     batch_size: usize,
+    idempotency: Option<&Idempotency>,
 ) -> Result<SessionReport, ApiError> {
     let client = TxGuard::new(db.connection().await?);
-    let session = Session::prepare(&client, operations, steps).await?;
+    let statements = match idempotency {
+        Some(_) => Some(prepare_keyed(&client).await?),
+        None => None,
+    };
+    let mut session = Session::prepare(&client, operations, steps).await?;
+    session.keyed = idempotency
+        .zip(statements.as_ref())
+        .map(|(idem, statements)| Keyed { idem, statements });
     // Skip mode is one transaction: one batch.
     let batches = match mode {
         Mode::Skip => std::iter::once(0..operations.len()).collect(),
@@ -199,7 +214,7 @@ pub async fn run(
     };
     let mut outcome = Outcome::new(operations, &batches);
     match mode {
-        Mode::Atomic => session.atomic(&batches, &mut outcome).await?,
+        Mode::Atomic => session.atomic(&batches, &mut outcome, mode).await?,
         Mode::Batch => session.batched(&batches, &mut outcome).await?,
         Mode::Skip => session.skipping(batch_size, &mut outcome).await?,
     }
@@ -324,6 +339,7 @@ impl<'a> Session<'a> {
         }
         Ok(Session {
             client,
+            keyed: None,
             operations,
             steps,
             statements,
@@ -340,6 +356,7 @@ impl<'a> Session<'a> {
                         self.client.batch_execute(sql).await.map(|()| Done::Control)
                     }) as Call<'_, _>,
                     Msg::Step(i) => Box::pin(self.step(*i)),
+                    Msg::Expire | Msg::Claim => Box::pin(self.claim(matches!(msg, Msg::Claim))),
                 })
                 .collect();
         let mut calls = Calls::new(calls);
@@ -349,6 +366,22 @@ impl<'a> Session<'a> {
             answers.push(answer);
         }
         answers
+    }
+
+    /// Forget expired keys (`claim` false) or claim the request's key.
+    async fn claim(&self, claim: bool) -> Result<Done, Error> {
+        let keyed = self.keyed.expect("claims are sent for keyed sessions only");
+        let [expire, claim_key, _] = keyed.statements;
+        if claim {
+            self.client
+                .execute(claim_key, &[&keyed.idem.key, &keyed.idem.hash])
+                .await?;
+        } else {
+            self.client
+                .execute(expire, &[&keyed.idem.ttl.as_secs_f64()])
+                .await?;
+        }
+        Ok(Done::Control)
     }
 
     /// Execute statement `i`.
@@ -385,28 +418,61 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// One transaction: BEGIN, every statement, COMMIT in one flight.
+    /// One transaction: BEGIN, every statement, COMMIT in one flight. With an
+    /// Idempotency-Key, the key is claimed after BEGIN and the response stored
+    /// before COMMIT, which then waits for the answers (one more round trip).
     async fn atomic(
         &self,
         batches: &[Range<usize>],
         outcome: &mut Outcome,
+        mode: Mode,
     ) -> Result<(), ApiError> {
         let mut msgs = vec![Msg::Sql("BEGIN")];
+        if self.keyed.is_some() {
+            msgs.extend([Msg::Expire, Msg::Claim]);
+        }
         self.step_msgs(0..self.operations.len(), &mut msgs);
-        msgs.push(Msg::Sql("COMMIT"));
+        if self.keyed.is_none() {
+            msgs.push(Msg::Sql("COMMIT"));
+        }
         self.client.set_open(true);
         let started = Instant::now();
         let mut answers = self.flight(&msgs).await.into_iter();
         check_control(answers.next(), "starting the transaction")?;
+        if self.keyed.is_some() {
+            check_control(answers.next(), "forgetting expired idempotency keys")?;
+            if let Some(Err(e)) = answers.next() {
+                return Err(claim_failed(&e));
+            }
+        }
         for (b, batch) in batches.iter().enumerate() {
             for k in batch.clone() {
                 outcome.record(k, &self.operations[k], &mut answers, self.steps);
             }
             outcome.batch_time(b, started.elapsed());
         }
-        let commit = answers.next();
+        let everything = 0..self.operations.len();
+        let commit = match self.keyed {
+            None => answers.next(),
+            Some(_) if outcome.failed() => self.flight(&[Msg::Sql("ROLLBACK")]).await.pop(),
+            Some(keyed) => {
+                // Committed if COMMIT succeeds: the stored response says so.
+                outcome.finish_transaction(
+                    everything.clone(),
+                    Some(Ok(Done::Control)),
+                    0..batches.len(),
+                );
+                let body = serde_json::to_vec(&outcome.report(mode)).expect("a report serializes");
+                let stored = store_response_and_commit(self.client, keyed, 200, &body, None).await;
+                self.client.set_open(false);
+                if let Err(e) = stored {
+                    outcome.finish_transaction(everything, Some(Err(e)), 0..batches.len());
+                }
+                return Ok(());
+            }
+        };
         self.client.set_open(false);
-        outcome.finish_transaction(0..self.operations.len(), commit, 0..batches.len());
+        outcome.finish_transaction(everything, commit, 0..batches.len());
         Ok(())
     }
 

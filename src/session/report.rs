@@ -246,7 +246,13 @@ impl Outcome {
     }
 
     /// The report.
-    pub fn report(self, mode: Mode) -> SessionReport {
+    /// Whether the current transaction has failed.
+    pub fn failed(&self) -> bool {
+        self.aborted
+    }
+
+    /// The report as it stands.
+    pub fn report(&self, mode: Mode) -> SessionReport {
         let written = self
             .results
             .iter()
@@ -254,12 +260,12 @@ impl Outcome {
             .count();
         SessionReport {
             failure: self.failure,
-            errors: self.errors,
+            errors: self.errors.clone(),
             mode,
             written,
             not_written: self.results.len() - written,
-            results: self.results,
-            batches: self.batches,
+            results: self.results.clone(),
+            batches: self.batches.clone(),
         }
     }
 }

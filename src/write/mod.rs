@@ -156,7 +156,7 @@ pub async fn write_features(
 }
 
 /// Prepare EXPIRE, CLAIM and STORE (cached on the connection) in one round trip.
-async fn prepare_keyed(client: &TxGuard) -> Result<[Statement; 3], ApiError> {
+pub(crate) async fn prepare_keyed(client: &TxGuard) -> Result<[Statement; 3], ApiError> {
     let sqls = [idempotency::EXPIRE, idempotency::CLAIM, idempotency::STORE];
     let calls: Vec<Call<'_, Result<Statement, tokio_postgres::Error>>> = sqls
         .iter()
@@ -185,7 +185,7 @@ fn claim_calls<'a>(
 }
 
 /// The key is taken: another request with it has just written (or is writing).
-fn claim_failed(e: &tokio_postgres::Error) -> ApiError {
+pub(crate) fn claim_failed(e: &tokio_postgres::Error) -> ApiError {
     if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
         ApiError::new(
             StatusCode::CONFLICT,
@@ -206,15 +206,25 @@ async fn store_and_commit(
     let Some(keyed) = keyed else {
         return client.batch_execute("COMMIT").await;
     };
-    let (idem, store) = (keyed.idem, &keyed.statements[2]);
     let body = serde_json::to_vec(report).expect("a report serializes");
-    let location = idem.location_prefix.as_ref().and_then(|prefix| {
+    let location = keyed.idem.location_prefix.as_ref().and_then(|prefix| {
         report
             .ids
             .text(0)
             .map(|id| format!("{prefix}{}", crate::read::params::percent_encode(&id)))
     });
-    let status = 201i32;
+    store_response_and_commit(client, keyed, 201, &body, location).await
+}
+
+/// Store a response under the key and COMMIT, both in one flight.
+pub(crate) async fn store_response_and_commit(
+    client: &TxGuard,
+    keyed: Keyed<'_>,
+    status: i32,
+    body: &[u8],
+    location: Option<String>,
+) -> Result<(), tokio_postgres::Error> {
+    let (idem, store) = (keyed.idem, &keyed.statements[2]);
     let calls: Vec<Call<'_, Result<(), tokio_postgres::Error>>> = vec![
         Box::pin(async {
             client

@@ -150,3 +150,41 @@ async fn keys_expire() {
         .await;
     assert_eq!(r.status, 400);
 }
+
+#[tokio::test]
+async fn edit_sessions_take_keys_too() {
+    let app = TestApp::new(SETUP).await;
+    let ops = json!({"operations": [
+        {"op": "insert", "collection": "pts", "features": serde_json::from_str::<Value>(&body(3)).unwrap()},
+        {"op": "insert", "collection": "pts", "feature": point(0.0, 0.0, json!({"n": 9}))},
+    ]})
+    .to_string();
+    let send = |key: &'static str, body: String| {
+        let app = &app;
+        async move {
+            app.send(
+                "POST",
+                "/transactions",
+                &[
+                    ("content-type", "application/json"),
+                    ("idempotency-key", key),
+                ],
+                Some(body),
+            )
+            .await
+        }
+    };
+    let first = send("s-1", ops.clone()).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    let again = send("s-1", ops.clone()).await;
+    assert_eq!(again.status, 200, "{again:?}");
+    assert_eq!(again.body, first.body);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 4);
+    assert_eq!(send("s-1", ops.replace("9", "10")).await.status, 422);
+    // A failed session keeps no key.
+    let bad = json!({"operations": [{"op": "delete", "collection": "pts", "id": 999}]}).to_string();
+    assert_eq!(send("s-2", bad).await.status, 404);
+    assert_eq!(send("s-2", ops).await.status, 200);
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 8);
+}
