@@ -7,8 +7,10 @@ use futures_util::StreamExt;
 
 use axum::response::{IntoResponse, Response};
 
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::write::idempotency::Stored;
+use crate::session::Mode;
+use crate::write::idempotency::{lookup, request_hash, Idempotency, Stored};
 
 /// Read the whole body into one buffer sized from `Content-Length`, so that
 /// a large body is held once (collecting chunks and joining them would hold it
@@ -160,8 +162,47 @@ pub fn check_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), 
     Err(e)
 }
 
+/// What a write's `Idempotency-Key` asks of it.
+pub enum KeyUse {
+    /// Write, under this key if there is one.
+    Write(Option<Idempotency>),
+    /// The key has a stored response: answer it, write nothing.
+    Replay(Response),
+}
+
+/// Look up the request's `Idempotency-Key` (of a POST to `target`, path and
+/// query, with `body`): replay its stored response, or write under it.
+pub async fn idempotency(
+    state: &AppState,
+    headers: &HeaderMap,
+    target: &str,
+    body: &[u8],
+    mode: Mode,
+) -> Result<KeyUse, ApiError> {
+    let Some(key) = idempotency_key(headers)? else {
+        return Ok(KeyUse::Write(None));
+    };
+    let hash = request_hash("POST", target, body);
+    if let Some(stored) = lookup(&state.db, &key, state.idempotency_ttl).await? {
+        return replay(stored, &hash).map(KeyUse::Replay);
+    }
+    if mode != Mode::Atomic {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "idempotency-unsupported",
+            "Idempotency-Key is taken with mode=atomic only (for now)",
+        ));
+    }
+    Ok(KeyUse::Write(Some(Idempotency {
+        key,
+        hash,
+        ttl: state.idempotency_ttl,
+        location_prefix: None,
+    })))
+}
+
 /// The request's `Idempotency-Key`, if any: 1 to 255 visible ASCII characters.
-pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
@@ -179,7 +220,7 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> 
 
 /// The stored response of an earlier request with the same key; a different
 /// request under the same key is a 422.
-pub fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
+fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
     if stored.hash != hash {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -17,8 +17,8 @@ use super::representation::{
 };
 use crate::app::AppState;
 use crate::catalog::Collection;
-use crate::error::{ApiError, FieldError, Problem};
-use crate::feature::{escape_pointer, parse_item, ItemBody, Purpose, Reading, MALFORMED};
+use crate::error::{ApiError, Problem};
+use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::geometry::Crs;
 use crate::read::params::{check_format, offered_crs, unknown_parameter};
 use crate::read::{self};
@@ -95,20 +95,13 @@ async fn item_body(
     check_content_type(headers, accepted)?;
     let body = read_body(headers, body, state.max_body, state.upload_timeout).await?;
     let parsed = parse_item(&body, coll, purpose, how)?;
-    let mismatch = |pointer: &str, given: &str| {
-        let message = format!("the feature id is '{id}' (from the URL), the body says '{given}'; an id cannot be changed");
-        ApiError::new(StatusCode::BAD_REQUEST, "id-mismatch", message.clone()).with_errors(vec![
-            FieldError::new(0, pointer.to_owned(), MALFORMED, message),
-        ])
-    };
-    if let Some(given) = parsed.id.as_deref().filter(|given| *given != id) {
-        return Err(mismatch("/id", given));
-    }
-    if let Some((pk, given)) = coll.primary_key.zip(parsed.key_property.as_deref()) {
-        if given != id {
-            let name = escape_pointer(&coll.columns[pk].name);
-            return Err(mismatch(&format!("/properties/{name}"), given));
-        }
+    if let Some(problem) = parsed.changed_id(coll, id) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "id-mismatch",
+            problem.message.clone(),
+        )
+        .with_errors(vec![problem]));
     }
     Ok(parsed)
 }

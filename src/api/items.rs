@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::body::{check_content_type, idempotency_key, read_body, replay};
+use super::body::{check_content_type, idempotency, read_body, KeyUse};
 use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
 use super::query_pairs;
@@ -23,7 +23,7 @@ use crate::feature::parse_body;
 use crate::read::params::{percent_encode, ItemsQuery};
 use crate::read::{self};
 use crate::session::{self, Mode};
-use crate::write::idempotency::{lookup, request_hash, Idempotency};
+use crate::write::idempotency::Idempotency;
 use crate::write::report::WriteReport;
 use crate::write::write_features;
 
@@ -132,26 +132,14 @@ pub async fn create(
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
     let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
-    let key = idempotency_key(&headers)?;
-    let hash = key.as_ref().map(|_| {
-        let target = format!(
-            "/collections/{collection_id}/items?{}",
-            query.as_deref().unwrap_or("")
-        );
-        request_hash("POST", &target, &body)
-    });
-    if let (Some(key), Some(hash)) = (&key, &hash) {
-        if let Some(stored) = lookup(&state.db, key, state.idempotency_ttl).await? {
-            return replay(stored, hash);
-        }
-        if mode != Mode::Atomic {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "idempotency-unsupported",
-                "Idempotency-Key is taken with mode=atomic only (for now)",
-            ));
-        }
-    }
+    let target = format!(
+        "/collections/{collection_id}/items?{}",
+        query.as_deref().unwrap_or("")
+    );
+    let idempotency = match idempotency(&state, &headers, &target, &body, mode).await? {
+        KeyUse::Replay(response) => return Ok(response),
+        KeyUse::Write(idempotency) => idempotency,
+    };
     // Parsing tens of MiB is CPU work: keep it off the async workers.
     let parse_coll = coll.clone();
     let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll, &how))
@@ -163,11 +151,9 @@ pub async fn create(
         let (operations, steps) = session::inserts(&coll, parsed);
         return transactions::answer(&state, &operations, &steps, mode, None).await;
     }
-    let idempotency = key.zip(hash).map(|(key, hash)| Idempotency {
-        key,
-        hash,
-        ttl: state.idempotency_ttl,
+    let idempotency = idempotency.map(|idempotency| Idempotency {
         location_prefix: single.then(|| format!("{}{}", base.0, item_path(&coll, ""))),
+        ..idempotency
     });
     let report = write_features(
         state.db.clone(),

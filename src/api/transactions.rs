@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::body::{check_content_type, idempotency_key, read_body, replay};
+use super::body::{check_content_type, idempotency, read_body, KeyUse};
 use super::model::SessionBody;
 use super::query_pairs;
 use crate::app::AppState;
@@ -14,7 +14,7 @@ use crate::error::{ApiError, Problem};
 use crate::read::params::{check_format, unknown_parameter};
 use crate::session::report::SessionReport;
 use crate::session::{self, input, Mode, Operation, Step};
-use crate::write::idempotency::{lookup, request_hash, Idempotency};
+use crate::write::idempotency::Idempotency;
 
 /// The `mode` query parameter; `f` (only `json`) is taken too where `with_f`.
 pub fn mode(query: Option<&str>, with_f: bool) -> Result<Mode, ApiError> {
@@ -97,28 +97,10 @@ pub async fn create(
     let mode = mode(query.as_deref(), false)?;
     check_content_type(&headers, &["application/json"])?;
     let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
-    let idempotency = match idempotency_key(&headers)? {
-        None => None,
-        Some(key) => {
-            let target = format!("/transactions?{}", query.as_deref().unwrap_or(""));
-            let hash = request_hash("POST", &target, &body);
-            if let Some(stored) = lookup(&state.db, &key, state.idempotency_ttl).await? {
-                return replay(stored, &hash);
-            }
-            if mode != Mode::Atomic {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "idempotency-unsupported",
-                    "Idempotency-Key is taken with mode=atomic only (for now)",
-                ));
-            }
-            Some(Idempotency {
-                key,
-                hash,
-                ttl: state.idempotency_ttl,
-                location_prefix: None,
-            })
-        }
+    let target = format!("/transactions?{}", query.as_deref().unwrap_or(""));
+    let idempotency = match idempotency(&state, &headers, &target, &body, mode).await? {
+        KeyUse::Replay(response) => return Ok(response),
+        KeyUse::Write(idempotency) => idempotency,
     };
     let parse_state = state.clone();
     let (operations, steps) =

@@ -196,6 +196,24 @@ pub struct ItemBody {
     pub key_property: Option<String>,
 }
 
+impl ItemBody {
+    /// A problem when the body's `id` or key property names another feature
+    /// than `id` (ids cannot change); its pointer is relative to the body.
+    pub fn changed_id(&self, coll: &Collection, id: &str) -> Option<FieldError> {
+        let (pointer, given) = match (&self.id, &self.key_property, coll.primary_key) {
+            (Some(given), ..) if given != id => ("/id".to_owned(), given),
+            (_, Some(given), Some(pk)) if given != id => (
+                format!("/properties/{}", escape_pointer(&coll.columns[pk].name)),
+                given,
+            ),
+            _ => return None,
+        };
+        let message =
+            format!("the feature is '{id}', the body says '{given}'; an id cannot be changed");
+        Some(FieldError::new(0, pointer, MALFORMED, message))
+    }
+}
+
 /// Parse and validate the body of a PUT (`Replace`) or PATCH (`Patch`).
 pub fn parse_item(
     body: &[u8],

@@ -2,19 +2,14 @@
 //! before any database work, with the items endpoint's error reports and
 //! pointers into the operations array.
 
-use std::sync::Arc;
-
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Op, Operation, Step, StepKind};
 use crate::app::AppState;
-use crate::catalog::Collection;
 use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
-use crate::feature::{
-    escape_pointer, parse_body, parse_item, ItemBody, Purpose, Reading, MALFORMED,
-};
+use crate::feature::{parse_body, parse_item, ItemBody, Purpose, Reading, MALFORMED};
 
 #[derive(Deserialize)]
 struct Body<'a> {
@@ -329,7 +324,10 @@ fn read(
             })?;
             let parsed = parse_item(raw.get().as_bytes(), &coll, purpose, &how)
                 .map_err(|e| Wrong::Body(e, format!("{at}{member}")))?;
-            check_ids(&coll, &parsed, &id, &format!("{at}{member}"))?;
+            if let Some(problem) = parsed.changed_id(&coll, &id) {
+                let pointer = format!("{at}{member}{}", problem.pointer);
+                return Err(Wrong::Field(pointer, MALFORMED, problem.message));
+            }
             let ItemBody {
                 columns, values, ..
             } = parsed;
@@ -412,25 +410,4 @@ fn key_text(raw: &RawValue, pointer: &str) -> Result<String, Wrong> {
 fn one_id(raw: Option<&RawValue>, at: &str) -> Result<String, Wrong> {
     let raw = raw.ok_or_else(|| field(at, "/id", MALFORMED, "the operation needs an \"id\""))?;
     key_text(raw, &format!("{at}/id"))
-}
-
-/// A feature's own id or key property, if given, must be the operation's.
-fn check_ids(coll: &Arc<Collection>, parsed: &ItemBody, id: &str, at: &str) -> Result<(), Wrong> {
-    if let Some(given) = parsed.id.as_deref().filter(|g| *g != id) {
-        return Err(Wrong::Field(
-            format!("{at}/id"),
-            MALFORMED,
-            format!("the feature says id '{given}', the operation '{id}'; an id cannot be changed"),
-        ));
-    }
-    if let (Some(pk), Some(given)) = (coll.primary_key, parsed.key_property.as_deref()) {
-        if given != id {
-            return Err(Wrong::Field(
-                format!("{at}/properties/{}", escape_pointer(&coll.columns[pk].name)),
-                MALFORMED,
-                format!("the key says '{given}', the operation '{id}'; an id cannot be changed"),
-            ));
-        }
-    }
-    Ok(())
 }

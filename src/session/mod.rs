@@ -462,7 +462,8 @@ impl<'a> Session<'a> {
                     Some(Ok(Done::Control)),
                     0..batches.len(),
                 );
-                let body = serde_json::to_vec(&outcome.report(mode)).expect("a report serializes");
+                let body =
+                    serde_json::to_vec(&outcome.clone().report(mode)).expect("a report serializes");
                 let stored = store_response_and_commit(self.client, keyed, 200, &body, None).await;
                 self.client.set_open(false);
                 if let Err(e) = stored {

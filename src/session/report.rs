@@ -90,6 +90,7 @@ pub struct SessionReport {
 }
 
 /// Results as they come in.
+#[derive(Clone)]
 pub struct Outcome {
     failure: Option<axum::http::StatusCode>,
     results: Vec<OpResult>,
@@ -251,8 +252,8 @@ impl Outcome {
         self.aborted
     }
 
-    /// The report as it stands.
-    pub fn report(&self, mode: Mode) -> SessionReport {
+    /// The report.
+    pub fn report(self, mode: Mode) -> SessionReport {
         let written = self
             .results
             .iter()
@@ -260,12 +261,12 @@ impl Outcome {
             .count();
         SessionReport {
             failure: self.failure,
-            errors: self.errors.clone(),
+            errors: self.errors,
             mode,
             written,
             not_written: self.results.len() - written,
-            results: self.results.clone(),
-            batches: self.batches.clone(),
+            results: self.results,
+            batches: self.batches,
         }
     }
 }
