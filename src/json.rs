@@ -1,103 +1,592 @@
-//! Small pieces for reading JSON tolerantly with serde: what is not the
-//! expected shape is kept as a value to report, never turned into an error
-//! that would stop the whole body's parse.
+//! A validating JSON reader over borrowed text, built for request bodies.
+//!
+//! The callers walk the document themselves (objects, arrays, strings,
+//! numbers), so a body is checked and read in one pass without a tree of
+//! values and without a serde visitor per value: request parsing is the
+//! service's hottest loop. Strings without escapes and skipped values are
+//! borrowed from the input.
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
+/// Nesting deeper than this is refused (as serde_json does), so hostile
+/// input cannot exhaust the stack.
+const MAX_DEPTH: u32 = 128;
 
-/// A JSON string, borrowed from the input unless it contains escapes.
-#[derive(Deserialize)]
-pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
-
-/// Implements a visitor's `visit_*` methods for JSON scalars by answering
-/// `$other` (and `$null` for null, when given).
-macro_rules! other_values {
-    ($other:expr) => {
-        other_values!($other, null => $other);
-    };
-    ($other:expr, null => $null:expr) => {
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok($other)
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($null)
-        }
-    };
+/// Where and why the text is not JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntaxError {
+    /// Byte offset of the problem.
+    pub offset: usize,
+    /// What was wrong there.
+    pub what: &'static str,
 }
 
-/// Implements a visitor's `visit_seq` by skipping the array and answering `$other`.
-macro_rules! arrays_are {
-    ($other:expr) => {
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Ok($other)
-        }
-    };
+impl SyntaxError {
+    /// The problem with its line and column (1-based) in `text`.
+    pub fn describe(&self, text: &str) -> String {
+        let before = &text.as_bytes()[..self.offset.min(text.len())];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = before.len()
+            - before
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1);
+        format!("{} at line {line} column {}", self.what, column + 1)
+    }
+
+    /// The problem without its place (for text that is part of a larger body).
+    pub fn message(&self) -> &'static str {
+        self.what
+    }
 }
 
-/// A JSON string, or `None` when the value is anything else (kept to be reported).
-pub struct MaybeText<'a>(pub Option<Cow<'a, str>>);
+/// Result of a reading step.
+pub type Read<T> = Result<T, SyntaxError>;
 
-impl<'de: 'a, 'a> Deserialize<'de> for MaybeText<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
-            type Value = MaybeText<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(MaybeText(Some(Cow::Borrowed(v))))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-                Ok(MaybeText(Some(Cow::Owned(v))))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(MaybeText(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(MaybeText(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(MaybeText(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(MaybeText(None))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(MaybeText(Some(Cow::Owned(v.to_owned()))))
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(MaybeText(None))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<Self::Value, A::Error> {
-                while map
-                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
-                    .is_some()
-                {}
-                Ok(MaybeText(None))
-            }
-            arrays_are!(MaybeText(None));
+/// A cursor over JSON text; see the module documentation.
+pub struct Reader<'a> {
+    text: &'a str,
+    pos: usize,
+    depth: u32,
+}
+
+/// Exact powers of ten as f64 (10^22 is the largest).
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `text`.
+    pub fn new(text: &'a str) -> Self {
+        Reader {
+            text,
+            pos: 0,
+            depth: 0,
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+    }
+
+    fn fail<T>(&self, what: &'static str) -> Read<T> {
+        Err(SyntaxError {
+            offset: self.pos,
+            what,
+        })
+    }
+
+    /// The next byte that is not whitespace, without consuming it (0 at the end).
+    #[inline]
+    pub fn peek(&mut self) -> u8 {
+        let bytes = self.text.as_bytes();
+        while let Some(&b) = bytes.get(self.pos) {
+            match b {
+                b' ' | b'\n' | b'\r' | b'\t' => self.pos += 1,
+                _ => return b,
+            }
+        }
+        0
+    }
+
+    /// Only whitespace is left.
+    pub fn end(&mut self) -> Read<()> {
+        self.peek();
+        if self.pos == self.text.len() {
+            Ok(())
+        } else {
+            self.fail("trailing characters")
+        }
+    }
+
+    #[inline]
+    fn enter(&mut self) -> Read<()> {
+        self.depth += 1;
+        self.pos += 1;
+        if self.depth > MAX_DEPTH {
+            return self.fail("recursion limit exceeded");
+        }
+        Ok(())
+    }
+
+    /// Enter the object that comes next, if it is one (`false`: nothing consumed).
+    #[inline]
+    pub fn object(&mut self) -> Read<bool> {
+        match self.peek() {
+            b'{' => self.enter().map(|()| true),
+            _ => Ok(false),
+        }
+    }
+
+    /// Enter the array that comes next, if it is one (`false`: nothing consumed).
+    #[inline]
+    pub fn array(&mut self) -> Read<bool> {
+        match self.peek() {
+            b'[' => self.enter().map(|()| true),
+            _ => Ok(false),
+        }
+    }
+
+    /// Whether the value that comes next is `null` (consumed if so).
+    #[inline]
+    pub fn null(&mut self) -> Read<bool> {
+        match self.peek() {
+            b'n' => self.literal(b"null").map(|()| true),
+            _ => Ok(false),
+        }
+    }
+
+    /// The next member name of the object entered last, positioned at its
+    /// value; `None` after its closing brace. `first` starts `true`.
+    #[inline]
+    pub fn member(&mut self, first: &mut bool) -> Read<Option<Cow<'a, str>>> {
+        if !self.more(b'}', first, "expected `,` or `}`")? {
+            return Ok(None);
+        }
+        if self.peek() != b'"' {
+            return self.fail("key must be a string");
+        }
+        let name = self.string()?;
+        if self.peek() != b':' {
+            return self.fail("expected `:`");
+        }
+        self.pos += 1;
+        Ok(Some(name))
+    }
+
+    /// Whether the array entered last has another element (positioned at it).
+    /// `first` starts `true`.
+    #[inline]
+    pub fn element(&mut self, first: &mut bool) -> Read<bool> {
+        self.more(b']', first, "expected `,` or `]`")
+    }
+
+    #[inline]
+    fn more(&mut self, close: u8, first: &mut bool, expected: &'static str) -> Read<bool> {
+        let b = self.peek();
+        if b == close {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(false);
+        }
+        if *first {
+            *first = false;
+            return match b {
+                0 => self.fail("EOF while parsing"),
+                _ => Ok(true),
+            };
+        }
+        if b != b',' {
+            return self.fail(if b == 0 {
+                "EOF while parsing"
+            } else {
+                expected
+            });
+        }
+        self.pos += 1;
+        if self.peek() == close {
+            return self.fail("trailing comma");
+        }
+        Ok(true)
+    }
+
+    /// Read a string (the next value must be one), borrowed unless it has escapes.
+    #[inline]
+    pub fn string(&mut self) -> Read<Cow<'a, str>> {
+        if self.peek() != b'"' {
+            return self.fail("expected a string");
+        }
+        let start = self.pos + 1;
+        let end = self.plain_run(start);
+        match self.text.as_bytes().get(end) {
+            Some(b'"') => {
+                self.pos = end + 1;
+                Ok(Cow::Borrowed(&self.text[start..end]))
+            }
+            _ => {
+                self.pos = end;
+                let mut out = String::from(&self.text[start..end]);
+                self.escaped(Some(&mut out))?;
+                Ok(Cow::Owned(out))
+            }
+        }
+    }
+
+    /// The end of the run of string bytes from `from` that need no attention
+    /// (anything but a quote, a backslash or a control character).
+    #[inline]
+    fn plain_run(&self, from: usize) -> usize {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let bytes = self.text.as_bytes();
+        let mut i = from;
+        // Eight bytes at a time: a byte's high bit is set in `found` where it
+        // is a quote, a backslash or below 0x20. Borrows only run upwards,
+        // so the lowest set bit marks the first such byte exactly.
+        while let Some(chunk) = bytes.get(i..i + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            let quote = x ^ (ONES * u64::from(b'"'));
+            let backslash = x ^ (ONES * u64::from(b'\\'));
+            let found = (quote.wrapping_sub(ONES) & !quote
+                | backslash.wrapping_sub(ONES) & !backslash
+                | x.wrapping_sub(ONES * 0x20) & !x)
+                & HIGH;
+            if found != 0 {
+                return i + (found.trailing_zeros() / 8) as usize;
+            }
+            i += 8;
+        }
+        while i < bytes.len() && !matches!(bytes[i], b'"' | b'\\' | 0..=0x1f) {
+            i += 1;
+        }
+        i
+    }
+
+    /// The rest of a string from an escape, a control character or the end:
+    /// checked, and decoded into `out` when given.
+    fn escaped(&mut self, mut out: Option<&mut String>) -> Read<()> {
+        let bytes = self.text.as_bytes();
+        loop {
+            let end = self.plain_run(self.pos);
+            if let Some(out) = out.as_deref_mut() {
+                out.push_str(&self.text[self.pos..end]);
+            }
+            self.pos = end;
+            match bytes.get(end) {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => {}
+                Some(_) => return self.fail("control character in string"),
+                None => return self.fail("EOF while parsing a string"),
+            }
+            self.pos += 1;
+            let decoded = match bytes.get(self.pos) {
+                Some(b'"') => '"',
+                Some(b'\\') => '\\',
+                Some(b'/') => '/',
+                Some(b'b') => '\u{8}',
+                Some(b'f') => '\u{c}',
+                Some(b'n') => '\n',
+                Some(b'r') => '\r',
+                Some(b't') => '\t',
+                Some(b'u') => {
+                    self.pos += 1;
+                    let unit = self.hex4()?;
+                    // Skipped text is not decoded: a lone surrogate fails
+                    // only where the value is used (as serde_json does).
+                    if let Some(out) = out.as_deref_mut() {
+                        out.push(self.utf16(unit)?);
+                    }
+                    continue;
+                }
+                _ => return self.fail("invalid escape"),
+            };
+            if let Some(out) = out.as_deref_mut() {
+                out.push(decoded);
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// Four hex digits of a `\u` escape.
+    fn hex4(&mut self) -> Read<u16> {
+        let digits = self.text.as_bytes().get(self.pos..self.pos + 4);
+        let value = digits.and_then(|d| {
+            d.iter().try_fold(0u16, |acc, &b| {
+                let v = (b as char).to_digit(16)?;
+                Some(acc << 4 | v as u16)
+            })
+        });
+        match value {
+            Some(v) => {
+                self.pos += 4;
+                Ok(v)
+            }
+            None => self.fail("invalid escape"),
+        }
+    }
+
+    /// The character of a `\u` escape, joining a surrogate pair.
+    fn utf16(&mut self, unit: u16) -> Read<char> {
+        if !(0xD800..0xDC00).contains(&unit) {
+            return match char::from_u32(unit.into()) {
+                Some(c) => Ok(c),
+                None => self.fail("lone trailing surrogate in hex escape"),
+            };
+        }
+        if self.text.as_bytes().get(self.pos..self.pos + 2) != Some(b"\\u") {
+            return self.fail("lone leading surrogate in hex escape");
+        }
+        self.pos += 2;
+        let low = self.hex4()?;
+        if !(0xDC00..0xE000).contains(&low) {
+            return self.fail("lone leading surrogate in hex escape");
+        }
+        let c = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+        char::from_u32(c).map_or_else(|| self.fail("invalid escape"), Ok)
+    }
+
+    fn literal(&mut self, word: &'static [u8]) -> Read<()> {
+        let bytes = self.text.as_bytes();
+        if bytes.get(self.pos..self.pos + word.len()) == Some(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            self.fail("expected value")
+        }
+    }
+
+    /// Read a number (the next value must be one) as the nearest f64.
+    pub fn number(&mut self) -> Read<f64> {
+        self.peek();
+        let bytes = self.text.as_bytes();
+        let start = self.pos;
+        let negative = bytes.get(start) == Some(&b'-');
+        let mut pos = start + usize::from(negative);
+        // Decimal significand and exponent, for the exact fast path below.
+        let mut significand: u64 = 0;
+        let mut digits = 0usize;
+        let int_start = pos;
+        while let Some(&d @ b'0'..=b'9') = bytes.get(pos) {
+            significand = significand
+                .wrapping_mul(10)
+                .wrapping_add(u64::from(d - b'0'));
+            pos += 1;
+        }
+        let int_digits = pos - int_start;
+        if int_digits == 0 || (int_digits > 1 && bytes[int_start] == b'0') {
+            self.pos = pos;
+            return self.fail("invalid number");
+        }
+        digits += int_digits;
+        let mut scale: i64 = 0;
+        if bytes.get(pos) == Some(&b'.') {
+            pos += 1;
+            let frac_start = pos;
+            while let Some(&d @ b'0'..=b'9') = bytes.get(pos) {
+                significand = significand
+                    .wrapping_mul(10)
+                    .wrapping_add(u64::from(d - b'0'));
+                pos += 1;
+            }
+            if pos == frac_start {
+                self.pos = pos;
+                return self.fail("invalid number");
+            }
+            digits += pos - frac_start;
+            scale = -((pos - frac_start) as i64);
+        }
+        if let Some(b'e' | b'E') = bytes.get(pos) {
+            pos += 1;
+            let minus = bytes.get(pos) == Some(&b'-');
+            pos += usize::from(matches!(bytes.get(pos), Some(b'-' | b'+')));
+            let exp_start = pos;
+            let mut exponent: i64 = 0;
+            while let Some(&d @ b'0'..=b'9') = bytes.get(pos) {
+                exponent = (exponent * 10 + i64::from(d - b'0')).min(1 << 40);
+                pos += 1;
+            }
+            if pos == exp_start {
+                self.pos = pos;
+                return self.fail("invalid number");
+            }
+            scale += if minus { -exponent } else { exponent };
+        }
+        // Clinger's fast path: a significand and a power of ten that are both
+        // exact in an f64 give the correctly rounded result in one operation.
+        let value = if digits <= 15 && scale.unsigned_abs() <= 22 {
+            let m = significand as f64;
+            if scale >= 0 {
+                m * POW10[scale as usize]
+            } else {
+                m / POW10[scale.unsigned_abs() as usize]
+            }
+        } else {
+            let text = &self.text[start + usize::from(negative)..pos];
+            text.parse::<f64>().unwrap_or(f64::INFINITY)
+        };
+        if value.is_infinite() {
+            self.pos = start;
+            return self.fail("number out of range");
+        }
+        self.pos = pos;
+        Ok(if negative { -value } else { value })
+    }
+
+    /// Skip the next value, checking its syntax, and return its text.
+    pub fn raw(&mut self) -> Read<&'a str> {
+        self.peek();
+        let start = self.pos;
+        self.skip()?;
+        Ok(&self.text[start..self.pos])
+    }
+
+    /// Skip the next value, checking its syntax.
+    pub fn skip(&mut self) -> Read<()> {
+        match self.peek() {
+            b'"' => {
+                self.pos += 1;
+                self.escaped(None)
+            }
+            b'-' | b'0'..=b'9' => self.skip_number(),
+            b'{' => {
+                self.enter()?;
+                let mut first = true;
+                while self.member(&mut first)?.is_some() {
+                    self.skip()?;
+                }
+                Ok(())
+            }
+            b'[' => {
+                self.enter()?;
+                let mut first = true;
+                while self.element(&mut first)? {
+                    self.skip()?;
+                }
+                Ok(())
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            0 => self.fail("EOF while parsing a value"),
+            _ => self.fail("expected value"),
+        }
+    }
+
+    /// A number's syntax only: its value is read later from its text, when needed.
+    fn skip_number(&mut self) -> Read<()> {
+        let bytes = self.text.as_bytes();
+        let digits = |pos: &mut usize| {
+            let first = *pos;
+            while bytes.get(*pos).is_some_and(u8::is_ascii_digit) {
+                *pos += 1;
+            }
+            *pos > first
+        };
+        let mut pos = self.pos + usize::from(bytes.get(self.pos) == Some(&b'-'));
+        let ok = match bytes.get(pos) {
+            Some(b'0') => {
+                pos += 1;
+                true
+            }
+            _ => digits(&mut pos),
+        } && (bytes.get(pos) != Some(&b'.') || {
+            pos += 1;
+            digits(&mut pos)
+        }) && (!matches!(bytes.get(pos), Some(b'e' | b'E')) || {
+            pos += 1;
+            pos += usize::from(matches!(bytes.get(pos), Some(b'-' | b'+')));
+            digits(&mut pos)
+        });
+        if !ok {
+            self.pos = pos;
+            return self.fail("invalid number");
+        }
+        self.pos = pos;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn number(text: &str) -> Read<f64> {
+        let mut r = Reader::new(text);
+        let v = r.number()?;
+        r.end().map(|()| v)
+    }
+
+    fn valid(text: &str) -> bool {
+        let mut r = Reader::new(text);
+        r.skip().and_then(|()| r.end()).is_ok()
+    }
+
+    #[test]
+    fn numbers_are_correctly_rounded() {
+        for text in [
+            "0",
+            "-0",
+            "1",
+            "-10.0",
+            "35.00213",
+            "0.1",
+            "1e22",
+            "1e23",
+            "123456789012345678",
+            "9007199254740993",
+            "2.2250738585072014e-308",
+            "1.7976931348623157e308",
+            "4.9e-324",
+            "0.30000000000000004",
+            "-123.456e-7",
+            "1E+2",
+        ] {
+            assert_eq!(number(text), Ok(text.parse::<f64>().unwrap()), "{text}");
+        }
+        assert_eq!(number("1e400").unwrap_err().what, "number out of range");
+        for bad in ["01", "1.", ".5", "-", "1e", "+1", "1.e5", "--1"] {
+            assert!(number(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn strings_decode_escapes_and_borrow_otherwise() {
+        let mut r = Reader::new(r#""plain""#);
+        assert!(matches!(r.string(), Ok(Cow::Borrowed("plain"))));
+        let mut r = Reader::new(r#""a\"b\\c\/\n\u00e9\ud83d\ude00""#);
+        assert_eq!(r.string().unwrap(), "a\"b\\c/\né😀");
+        for bad in [
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""\x""#,
+            "\"a\u{1}\"",
+            r#""open"#,
+        ] {
+            assert!(Reader::new(bad).string().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn skipping_checks_the_syntax() {
+        for good in [
+            "{}",
+            "[]",
+            r#"{"a":[1,{"b":null}],"c":"\u0041"}"#,
+            " true ",
+            "false",
+            "-0.5e-3",
+            r#""\ud800""#,
+        ] {
+            assert!(valid(good), "{good}");
+        }
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            r#"{"a":1,}"#,
+            "{'a':1}",
+            "[1 2]",
+            "NaN",
+            "Infinity",
+            "nul",
+            "{} {}",
+            r#"{"a"}"#,
+            r#"{1:2}"#,
+            "\u{feff}{}",
+        ] {
+            assert!(!valid(bad), "{bad}");
+        }
+        let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+        assert!(!valid(&deep));
+        let fine = format!("{}{}", "[".repeat(128), "]".repeat(128));
+        assert!(valid(&fine));
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let text = "{\n  \"a\": tru\n}";
+        let mut r = Reader::new(text);
+        let e = r.skip().unwrap_err();
+        assert_eq!(e.describe(text), "expected value at line 2 column 8");
     }
 }

@@ -8,14 +8,14 @@ mod input;
 pub mod value;
 
 use axum::http::StatusCode;
-use serde_json::value::RawValue;
+use std::borrow::Cow;
 
 use crate::catalog::{Collection, ColumnType};
 use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
 pub use crate::geometry::MALFORMED;
 use crate::geometry::{encode_geometry, Crs, GeometryIn};
-use input::{is_string, BodySeed, FeatureIn, FeatureList, Properties};
-use serde::de::DeserializeSeed;
+use crate::json::Reader;
+use input::{is_string, read_body, read_feature, FeatureIn, FeatureList, Properties};
 use value::SqlValue;
 
 /// One feature as the columns it writes; left-out columns take their defaults.
@@ -114,24 +114,19 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     let mut too_many = false;
     // One pass checks the syntax of the whole body (line and column on error)
     // and validates each feature of a collection as soon as it is read.
-    let mut de = serde_json::Deserializer::from_str(body);
-    let top = BodySeed {
-        on_feature: &mut |i, f| {
-            if i >= how.limits.features {
-                too_many = true;
-                return; // read on for the syntax, but hold no more rows
+    let top = read_body(body, &mut |i, f| {
+        if i >= how.limits.features {
+            too_many = true;
+            return; // read on for the syntax, but hold no more rows
+        }
+        if let Some(row) = v.feature(i, Some(i), f) {
+            rows.push(row);
+            if how.keep_valid {
+                row_features.push(i);
             }
-            if let Some(row) = v.feature(i, Some(i), f) {
-                rows.push(row);
-                if how.keep_valid {
-                    row_features.push(i);
-                }
-            }
-        },
-    }
-    .deserialize(&mut de)
-    .and_then(|top| de.end().map(|()| top))
-    .map_err(invalid_json)?;
+        }
+    })
+    .map_err(|e| invalid_json(&e.describe(body)))?;
     if too_many {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -222,19 +217,15 @@ pub fn parse_item(
     how: &Reading,
 ) -> Result<ItemBody, ApiError> {
     let body = utf8(body)?;
-    let feature: FeatureIn<'_> = serde_json::from_str(body).map_err(invalid_json)?;
+    let feature = read_feature(body).map_err(|e| invalid_json(&e.describe(body)))?;
     if !feature.is_object {
         return Err(malformed("the body must be a GeoJSON Feature object", ""));
     }
     let id = match feature.id {
         None => None,
-        Some(raw) if raw.get().starts_with('"') => serde_json::from_str(raw.get()).ok(),
-        Some(raw)
-            if raw
-                .get()
-                .starts_with(|c: char| c == '-' || c.is_ascii_digit()) =>
-        {
-            Some(raw.get().to_owned())
+        Some(raw) if raw.starts_with('"') => Reader::new(raw).string().ok().map(Cow::into_owned),
+        Some(raw) if raw.starts_with(|c: char| c == '-' || c.is_ascii_digit()) => {
+            Some(raw.to_owned())
         }
         Some(_) => {
             return Err(malformed(
@@ -257,15 +248,18 @@ pub fn parse_item(
 }
 
 /// An id as the text of a URL segment: a string's contents, a number's digits.
-fn id_text(raw: &RawValue) -> String {
-    serde_json::from_str::<String>(raw.get()).unwrap_or_else(|_| raw.get().to_owned())
+fn id_text(raw: &str) -> String {
+    match Reader::new(raw).string() {
+        Ok(text) => text.into_owned(),
+        Err(_) => raw.to_owned(),
+    }
 }
 
-fn invalid_json(e: serde_json::Error) -> ApiError {
+fn invalid_json(problem: &str) -> ApiError {
     ApiError::new(
         StatusCode::BAD_REQUEST,
         "invalid-json",
-        format!("the body is not valid JSON: {e}"),
+        format!("the body is not valid JSON: {problem}"),
     )
 }
 
@@ -499,7 +493,7 @@ impl<'a> Validator<'a> {
         &mut self,
         i: usize,
         index: Option<usize>,
-        props: Vec<(std::borrow::Cow<'_, str>, &RawValue)>,
+        props: Vec<(Cow<'_, str>, &str)>,
         cells: &mut Vec<(usize, SqlValue)>,
     ) {
         let pointer = |name: &str, element: Option<usize>| {
@@ -571,7 +565,7 @@ impl<'a> Validator<'a> {
     fn cell(
         &self,
         ci: usize,
-        value: &RawValue,
+        value: &str,
     ) -> Result<SqlValue, (&'static str, String, Option<usize>)> {
         let col = &self.coll.columns[ci];
         if col.generated {
@@ -581,14 +575,14 @@ impl<'a> Validator<'a> {
                 None,
             ));
         }
-        if value.get() == "null" {
+        if value == "null" {
             return if col.not_null && !self.coll.before_insert_trigger {
                 Err(("not_nullable", format!("'{}' is NOT NULL", col.name), None))
             } else {
                 Ok(SqlValue::Null)
             };
         }
-        let text = value.get();
+        let text = value;
         if text.starts_with('"') && text.len() > self.how.limits.string_bytes + 2 {
             return Err((
                 "too_long",
@@ -630,13 +624,10 @@ impl<'a> Validator<'a> {
         &mut self,
         i: usize,
         index: Option<usize>,
-        id: &RawValue,
+        id: &str,
         cells: &mut Vec<(usize, SqlValue)>,
     ) {
-        if !id
-            .get()
-            .starts_with(|c: char| c == '"' || c == '-' || c.is_ascii_digit())
-        {
+        if !id.starts_with(|c: char| c == '"' || c == '-' || c.is_ascii_digit()) {
             self.error(
                 i,
                 at(index, "/id"),

@@ -6,13 +6,12 @@
 //! exactly where it is.
 
 use std::borrow::Cow;
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 
-use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use smallvec::SmallVec;
 
 use super::{Crs, GeometryColumn, GeometryType};
-use crate::json::{MaybeText, Text};
+use crate::json::{Read, Reader};
 
 const EWKB_Z: u32 = 0x8000_0000;
 const EWKB_SRID: u32 = 0x2000_0000;
@@ -54,49 +53,47 @@ pub struct GeometryIn<'a> {
     geometries: Option<Vec<GeometryIn<'a>>>,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for GeometryIn<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = GeometryIn<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a geometry")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut g = GeometryIn {
-                    is_object: true,
-                    ..GeometryIn::default()
-                };
-                while let Some(Text(key)) = map.next_key::<Text<'a>>()? {
-                    match key.as_ref() {
-                        "type" => g.kind = map.next_value::<MaybeText<'a>>()?.0,
-                        "coordinates" => g.coordinates = Some(map.next_value()?),
-                        "geometries" => {
-                            g.geometries = map.next_value::<Loose<Vec<GeometryIn<'a>>>>()?.0
-                        }
-                        _ => drop(map.next_value::<IgnoredAny>()?),
-                    }
-                }
-                Ok(g)
-            }
-            arrays_are!(GeometryIn::default());
-            other_values!(GeometryIn::default(), null => GeometryIn {
-                is_null: true,
-                ..GeometryIn::default()
-            });
+impl<'a> GeometryIn<'a> {
+    /// Read the next value as a geometry; what is not one is kept to be reported.
+    pub fn read(r: &mut Reader<'a>) -> Read<Self> {
+        let mut g = GeometryIn::default();
+        if r.null()? {
+            g.is_null = true;
+            return Ok(g);
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+        if !r.object()? {
+            r.skip()?;
+            return Ok(g);
+        }
+        g.is_object = true;
+        let mut first = true;
+        while let Some(key) = r.member(&mut first)? {
+            match key.as_ref() {
+                "type" if r.peek() == b'"' => g.kind = Some(r.string()?),
+                "type" => {
+                    g.kind = None;
+                    r.skip()?;
+                }
+                "coordinates" => g.coordinates = Some(Coords::read(r)?),
+                "geometries" => g.geometries = GeometryIn::members(r)?,
+                _ => r.skip()?,
+            }
+        }
+        Ok(g)
     }
-}
 
-/// A value of type `T`, or `None` when the JSON there is something else.
-struct Loose<T>(Option<T>);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Loose<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // Read the value once as raw text, then try it as T.
-        let raw = <&'de serde_json::value::RawValue>::deserialize(d)?;
-        Ok(Loose(serde_json::from_str(raw.get()).ok()))
+    /// A collection's `geometries`, when it is an array.
+    fn members(r: &mut Reader<'a>) -> Read<Option<Vec<Self>>> {
+        if !r.array()? {
+            r.skip()?;
+            return Ok(None);
+        }
+        let mut members = Vec::new();
+        let mut first = true;
+        while r.element(&mut first)? {
+            members.push(GeometryIn::read(r)?);
+        }
+        Ok(Some(members))
     }
 }
 
@@ -110,70 +107,75 @@ enum Coords {
     Other(&'static str),
 }
 
-impl<'de> Deserialize<'de> for Coords {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Coords;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("coordinates")
+impl Coords {
+    fn read(r: &mut Reader<'_>) -> Read<Self> {
+        Ok(match r.peek() {
+            b'-' | b'0'..=b'9' => Coords::Num(r.number()?),
+            b'[' => {
+                r.array()?;
+                Coords::array(r)?
             }
-            fn visit_f64<E>(self, v: f64) -> Result<Coords, E> {
-                Ok(Coords::Num(v))
+            b'"' => {
+                r.skip()?;
+                Coords::Other("a string")
             }
-            fn visit_i64<E>(self, v: i64) -> Result<Coords, E> {
-                Ok(Coords::Num(v as f64))
+            b't' | b'f' => {
+                r.skip()?;
+                Coords::Other("a boolean")
             }
-            fn visit_u64<E>(self, v: u64) -> Result<Coords, E> {
-                Ok(Coords::Num(v as f64))
+            b'n' => {
+                r.skip()?;
+                Coords::Other("null")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Coords, A::Error> {
-                let mut xyz = [0.0; 3];
-                let mut n = 0;
-                let spilled = loop {
-                    match seq.next_element()? {
-                        None if n == 0 => return Ok(Coords::List(Vec::new())),
-                        None => return Ok(Coords::Position(xyz, n as u8)),
-                        Some(Coords::Num(v)) if n < 3 => {
-                            xyz[n] = v;
-                            n += 1;
-                        }
-                        Some(other) => break other,
-                    }
-                };
-                let mut items: Vec<Coords> = xyz[..n].iter().map(|&v| Coords::Num(v)).collect();
-                items.push(spilled);
-                while let Some(item) = seq.next_element()? {
-                    items.push(item);
+            b'{' => {
+                r.skip()?;
+                Coords::Other("an object")
+            }
+            _ => {
+                r.skip()?; // fails: not a value
+                Coords::Other("not a value")
+            }
+        })
+    }
+
+    /// The elements of an array just entered.
+    fn array(r: &mut Reader<'_>) -> Read<Self> {
+        let mut xyz = [0.0; 3];
+        let mut n = 0;
+        let mut first = true;
+        let spilled = loop {
+            if !r.element(&mut first)? {
+                return Ok(match n {
+                    0 => Coords::List(Vec::new()),
+                    _ => Coords::Position(xyz, n as u8),
+                });
+            }
+            match Coords::read(r)? {
+                Coords::Num(v) if n < 3 => {
+                    xyz[n] = v;
+                    n += 1;
                 }
-                Ok(Coords::List(items))
+                other => break other,
             }
-            fn visit_str<E>(self, _: &str) -> Result<Coords, E> {
-                Ok(Coords::Other("a string"))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Coords, E> {
-                Ok(Coords::Other("a boolean"))
-            }
-            fn visit_unit<E>(self) -> Result<Coords, E> {
-                Ok(Coords::Other("null"))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Coords, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Coords::Other("an object"))
-            }
+        };
+        let mut items: Vec<Coords> = xyz[..n].iter().map(|&v| Coords::Num(v)).collect();
+        items.push(spilled);
+        while r.element(&mut first)? {
+            items.push(Coords::read(r)?);
         }
-        d.deserialize_any(V)
+        Ok(Coords::List(items))
     }
 }
 
 /// Encode the CRS84 GeoJSON geometry object in `json` as EWKB for `column`.
 pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, GeometryError> {
-    let geometry: GeometryIn<'_> = serde_json::from_str(json).map_err(|e| {
-        // serde's message without its position, which is relative to this geometry only.
-        let message = e.to_string();
-        let message = message.split(" at line ").next().unwrap_or(&message);
-        Encoder::default().malformed(format!("not a GeoJSON geometry: {message}"))
-    })?;
+    let mut r = Reader::new(json);
+    let geometry = GeometryIn::read(&mut r)
+        .and_then(|g| r.end().map(|()| g))
+        // Without the position, which is relative to this geometry only.
+        .map_err(|e| {
+            Encoder::default().malformed(format!("not a GeoJSON geometry: {}", e.message()))
+        })?;
     encode_geometry(&geometry, column, &Crs::crs84(), usize::MAX)
 }
 
@@ -288,7 +290,9 @@ struct Encoder {
     swap_xy: bool,
     /// Positions written so far.
     positions: usize,
-    path: Vec<Seg>,
+    /// Where in the geometry the encoder is, for errors; inline, because
+    /// every geometry uses it and a million points must not allocate for it.
+    path: SmallVec<[Seg; 8]>,
 }
 
 impl Encoder {
@@ -590,8 +594,8 @@ mod tests {
 
     #[test]
     fn lat_first_input_is_written_x_first_with_its_srid() {
-        let g: GeometryIn<'_> =
-            serde_json::from_str(r#"{"type":"Point","coordinates":[2, 1]}"#).unwrap();
+        let mut r = Reader::new(r#"{"type":"Point","coordinates":[2, 1]}"#);
+        let g = GeometryIn::read(&mut r).unwrap();
         let epsg4326 = Crs {
             uri: String::new(),
             srid: 4326,
