@@ -186,6 +186,7 @@ impl Service {
         let mut cmd = tokio::process::Command::new(bin);
         cmd.arg("serve")
             .env("DATABASE_URL", database_url)
+            .env("FEATUREPIPE_AUTH", "off")
             .env("FEATUREPIPE_LISTEN", addr.to_string())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

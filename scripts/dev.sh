@@ -5,6 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
 
+# A development server: open unless asked otherwise (the service says so too).
+export FEATUREPIPE_AUTH="${FEATUREPIPE_AUTH:-off}"
+if [ "$FEATUREPIPE_AUTH" = off ]; then
+    echo "make run: authentication is off (FEATUREPIPE_AUTH=off): anyone may read and write" >&2
+fi
+
 if [ -n "${DATABASE_URL:-}" ]; then
     exec cargo run --release -- serve "$@"
 fi

@@ -7,6 +7,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::api;
+use crate::auth::{Auth, Caller, JwtKeys};
 use crate::catalog::settings::Settings;
 use crate::catalog::{Catalog, Collection};
 use crate::config::Config;
@@ -34,6 +35,8 @@ pub struct AppState {
     pub input_limits: InputLimits,
     /// How long a request body may take to arrive.
     pub upload_timeout: std::time::Duration,
+    /// Who may do what.
+    pub auth: Arc<Auth>,
 }
 
 impl AppState {
@@ -56,7 +59,13 @@ impl AppState {
             Some(path) => Settings::load(path).map_err(StartupError::Settings)?,
             None => Settings::default(),
         };
+        let auth = Arc::new(auth(config, &settings).map_err(StartupError::Auth)?);
         let catalog = Catalog::load(&client, &config.schemas, &settings).await?;
+        let db = if settings.auth.set_role && config.auth {
+            db.with_roles()
+        } else {
+            db
+        };
         tracing::info!(
             collections = catalog.collections().count(),
             schemas = ?config.schemas,
@@ -71,7 +80,28 @@ impl AppState {
             idempotency_ttl: config.idempotency_ttl,
             input_limits: config.input_limits(),
             upload_timeout: config.upload_timeout,
+            auth,
         })
+    }
+
+    /// This state with SQL run as `caller`'s database role (`[auth] set_role`).
+    pub fn for_caller(&self, caller: &Caller) -> AppState {
+        let mut state = self.clone();
+        state.db = self.db.as_role(caller.role.as_deref());
+        state
+    }
+
+    /// The collection with this id if `caller` may read it: else 401/403, or 404.
+    pub fn to_read(&self, caller: &Caller, id: &str) -> Result<Arc<Collection>, ApiError> {
+        // Rights first, so that the answer says nothing of what exists.
+        caller.check_read(id)?;
+        self.collection(id)
+    }
+
+    /// The collection with this id if `caller` may write it: else 401/403, or 404.
+    pub fn to_write(&self, caller: &Caller, id: &str) -> Result<Arc<Collection>, ApiError> {
+        caller.check_write(id)?;
+        self.collection(id)
     }
 
     /// The collection with this id, or a 404.
@@ -81,6 +111,28 @@ impl AppState {
             .cloned()
             .ok_or_else(|| ApiError::unknown_collection(id))
     }
+}
+
+/// The credentials of `config` and the settings file.
+fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
+    let pem = match &config.jwt_public_key {
+        Some(path) => Some(
+            std::fs::read(path)
+                .map_err(|e| format!("FEATUREPIPE_JWT_PUBLIC_KEY {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let jwt = JwtKeys::new(
+        config.jwt_secret.as_deref(),
+        pem.as_deref(),
+        settings.auth.audience.clone(),
+        settings.auth.issuer.clone(),
+    )?;
+    let auth = Auth::new(config.auth, settings, jwt)?;
+    if !auth.enabled() {
+        tracing::warn!("FEATUREPIPE_AUTH=off: anyone who can reach the service may read and write every collection");
+    }
+    Ok(auth)
 }
 
 /// The HTTP API.

@@ -95,6 +95,15 @@ pub struct Config {
     /// How long an Idempotency-Key and its response are remembered.
     #[arg(long, env = "FEATUREPIPE_IDEMPOTENCY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
     pub idempotency_ttl: Duration,
+    /// Whether writes and reads need credentials (`off`: anyone may do anything).
+    #[arg(long, env = "FEATUREPIPE_AUTH", default_value = "on", value_parser = parse_switch)]
+    pub auth: bool,
+    /// Shared secret of HS256 bearer tokens.
+    #[arg(long, env = "FEATUREPIPE_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// PEM file of the RSA public key of RS256 bearer tokens.
+    #[arg(long, env = "FEATUREPIPE_JWT_PUBLIC_KEY")]
+    pub jwt_public_key: Option<std::path::PathBuf>,
     /// TOML file of per-collection settings (title, last-modified column,
     /// preconditions, extra CRSs, read-only); optional.
     #[arg(long = "config", env = "FEATUREPIPE_CONFIG")]

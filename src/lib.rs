@@ -1,10 +1,10 @@
 //! featurepipe: GeoJSON features into PostGIS in the fewest round trips.
 
-#[macro_use]
 mod json;
 
 pub mod api;
 pub mod app;
+pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod db;

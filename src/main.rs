@@ -31,6 +31,15 @@ enum Command {
     Migrate(DatabaseArgs),
     /// Print the OpenAPI document (as committed in openapi/featurepipe.json).
     Openapi,
+    /// Make a new API key: prints the key (give it to the client) and the
+    /// lines to add to the settings file, which hold only its hash.
+    ApiKey {
+        /// A name for the key, shown in logs and 403 messages.
+        name: String,
+        /// What it grants, e.g. "read:* write:survey_*".
+        #[arg(long, default_value = "read:*")]
+        scope: String,
+    },
 }
 
 /// mimalloc reads its options from the environment before `main` runs. By
@@ -78,6 +87,7 @@ async fn run() -> ExitCode {
             print!("{}", featurepipe::api::openapi::document_json());
             Ok(())
         }
+        Command::ApiKey { name, scope } => api_key(&name, &scope),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -86,6 +96,22 @@ async fn run() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn api_key(name: &str, scope: &str) -> Result<(), Box<dyn std::error::Error>> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err("a key's name is letters, digits, '-' and '_'".into());
+    }
+    featurepipe::auth::Grant::parse(scope)?;
+    let (key, hash) = featurepipe::auth::new_api_key()?;
+    println!("# The key, for the client (it is not stored anywhere):\n{key}\n");
+    println!("# For the settings file (FEATUREPIPE_CONFIG):");
+    println!("[api_keys.{name}]\nsha256 = \"{hash}\"\nscope = \"{scope}\"");
+    Ok(())
 }
 
 async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {

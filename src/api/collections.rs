@@ -10,6 +10,7 @@ use super::model::{CollectionInfo, Collections, Extent, SpatialExtent};
 use super::query_pairs;
 use super::representation::{client_keys, GEOJSON};
 use crate::app::AppState;
+use crate::auth::Caller;
 use crate::catalog::schema::feature_schema;
 use crate::catalog::Collection;
 use crate::error::{ApiError, Problem};
@@ -65,13 +66,24 @@ async fn describe(
 )]
 pub async fn list(
     State(state): State<AppState>,
+    caller: Caller,
     base: BaseUrl,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Collections>, ApiError> {
     only_format(&query_pairs(query.as_deref())?)?;
+    let state = state.for_caller(&caller);
     let mut collections = Vec::new();
+    let mut hidden = false;
     for coll in state.catalog.collections() {
-        collections.push(describe(&state, &base, coll).await?);
+        if caller.can_read(&coll.id) {
+            collections.push(describe(&state, &base, coll).await?);
+        } else {
+            hidden = true;
+        }
+    }
+    if collections.is_empty() && hidden && caller.name.is_none() {
+        // Nothing to show without credentials: ask for them.
+        caller.check_read("*")?;
     }
     Ok(Json(Collections {
         collections,
@@ -96,11 +108,12 @@ pub async fn list(
 )]
 pub async fn schema(
     State(state): State<AppState>,
+    caller: Caller,
     Path(collection_id): Path<String>,
     base: BaseUrl,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = state.to_read(&caller, &collection_id)?;
     only_format(&query_pairs(query.as_deref())?)?;
     let id = format!("{}/collections/{}/schema", base.0, percent_encode(&coll.id));
     Ok((
@@ -125,11 +138,13 @@ pub async fn schema(
 )]
 pub async fn one(
     State(state): State<AppState>,
+    caller: Caller,
     Path(collection_id): Path<String>,
     base: BaseUrl,
     RawQuery(query): RawQuery,
 ) -> Result<Json<CollectionInfo>, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = state.to_read(&caller, &collection_id)?;
     only_format(&query_pairs(query.as_deref())?)?;
+    let state = state.for_caller(&caller);
     Ok(Json(describe(&state, &base, &coll).await?))
 }

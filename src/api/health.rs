@@ -30,7 +30,8 @@ pub async fn healthz() -> Json<Health> {
     responses((status = 200, description = "Ready", body = Health), (status = 503, description = "Not ready", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, ApiError> {
-    state.db.is_ready().await?;
+    // The service's own role: readiness is not a caller's business.
+    state.db.as_role(None).is_ready().await?;
     Ok(Json(Health {
         status: "ready".into(),
     }))

@@ -16,6 +16,7 @@ use super::representation::{
     FEATURE_TYPES, PATCH_TYPES,
 };
 use crate::app::AppState;
+use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::error::{ApiError, Problem};
 use crate::feature::{parse_item, ItemBody, Purpose, Reading};
@@ -37,12 +38,14 @@ use crate::write::sql::ItemChange;
 )]
 pub async fn get(
     State(state): State<AppState>,
+    caller: Caller,
     Path((collection_id, id)): Path<(String, String)>,
     base: BaseUrl,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = state.to_read(&caller, &collection_id)?;
+    let state = state.for_caller(&caller);
     let mut crs = &coll.crs[0];
     for (name, value) in query_pairs(query.as_deref())? {
         match name.as_str() {
@@ -149,7 +152,6 @@ async fn replace_or_update(
     body: Body,
     purpose: Purpose,
 ) -> Result<(ItemBody, Outcome, Crs), ApiError> {
-    check_writable(coll, item_allow(coll))?;
     let how = reading(headers, coll, state.input_limits)?;
     let parsed = item_body(state, coll, id, headers, body, purpose, &how).await?;
     let crs = how.crs;
@@ -175,12 +177,15 @@ async fn replace_or_update(
 )]
 pub async fn put(
     State(state): State<AppState>,
+    caller: Caller,
     Path((collection_id, id)): Path<(String, String)>,
     base: BaseUrl,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = state.to_write(&caller, &collection_id)?;
+    check_writable(&coll, item_allow(&coll, &caller))?;
+    let state = state.for_caller(&caller);
     let (parsed, outcome, crs) =
         replace_or_update(&state, &coll, &id, &headers, body, Purpose::Replace).await?;
     let creates =
@@ -218,12 +223,15 @@ pub async fn put(
 )]
 pub async fn patch(
     State(state): State<AppState>,
+    caller: Caller,
     Path((collection_id, id)): Path<(String, String)>,
     base: BaseUrl,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = state.to_write(&caller, &collection_id)?;
+    check_writable(&coll, item_allow(&coll, &caller))?;
+    let state = state.for_caller(&caller);
     let (_, outcome, crs) =
         replace_or_update(&state, &coll, &id, &headers, body, Purpose::Patch).await?;
     changed(outcome, &coll, &id, &base, &headers, &crs)
@@ -241,12 +249,14 @@ pub async fn patch(
 )]
 pub async fn delete(
     State(state): State<AppState>,
+    caller: Caller,
     Path((collection_id, id)): Path<(String, String)>,
     base: BaseUrl,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
-    check_writable(&coll, item_allow(&coll))?;
+    let coll = state.to_write(&caller, &collection_id)?;
+    check_writable(&coll, item_allow(&coll, &caller))?;
+    let state = state.for_caller(&caller);
     let pre = precondition(&headers, &coll)?;
     let crs = &coll.crs[0];
     let outcome = item::change(&state.db, &coll, &id, ItemChange::Delete, &[], &pre, crs).await?;
@@ -265,12 +275,14 @@ pub async fn delete(
 )]
 pub async fn options(
     State(state): State<AppState>,
+    caller: Caller,
     Path((collection_id, _id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
     let accepts = ("accept-patch", "application/merge-patch+json");
+    let allow = item_allow(&coll, &caller);
     Ok(options_response(
-        item_allow(&coll),
-        coll.is_writable().then_some(accepts),
+        allow,
+        allow.contains("PATCH").then_some(accepts),
     ))
 }

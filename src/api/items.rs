@@ -18,6 +18,7 @@ use super::representation::{
 };
 use super::transactions;
 use crate::app::AppState;
+use crate::auth::Caller;
 use crate::error::{ApiError, Problem};
 use crate::feature::parse_body;
 use crate::read::params::{percent_encode, ItemsQuery};
@@ -39,11 +40,13 @@ use crate::write::write_features;
 )]
 pub async fn list(
     State(state): State<AppState>,
+    caller: Caller,
     Path(collection_id): Path<String>,
     base: BaseUrl,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = state.to_read(&caller, &collection_id)?;
+    let state = state.for_caller(&caller);
     let query = ItemsQuery::parse(&query_pairs(query.as_deref())?, &coll)?;
     let page = read::items(&state.db, &coll, &query).await?;
     let path = format!("/collections/{}/items", percent_encode(&coll.id));
@@ -117,25 +120,27 @@ pub async fn list(
 )]
 pub async fn create(
     State(state): State<AppState>,
+    caller: Caller,
     Path(collection_id): Path<String>,
     base: BaseUrl,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = state.to_write(&caller, &collection_id)?;
     let mode = transactions::mode(query.as_deref(), true)?;
-    check_writable(&coll, items_allow(&coll))?;
+    check_writable(&coll, items_allow(&coll, &caller))?;
+    let state = state.for_caller(&caller);
     check_content_type(&headers, FEATURE_TYPES)?;
     let mut how = reading(&headers, &coll, state.input_limits)?;
     // Skip mode writes every valid feature: invalid ones are reported, not refused.
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
     let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
-    let target = format!(
+    let target = caller.keyed_target(&format!(
         "/collections/{collection_id}/items?{}",
         query.as_deref().unwrap_or("")
-    );
+    ));
     let idempotency = match idempotency(&state, &headers, &target, &body, mode).await? {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(idempotency) => idempotency,
@@ -202,12 +207,14 @@ pub async fn create(
 )]
 pub async fn options(
     State(state): State<AppState>,
+    caller: Caller,
     Path(collection_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let coll = state.collection(&collection_id)?;
     let accepts = ("accept-post", "application/geo+json, application/json");
+    let allow = items_allow(&coll, &caller);
     Ok(options_response(
-        items_allow(&coll),
-        coll.is_writable().then_some(accepts),
+        allow,
+        allow.contains("POST").then_some(accepts),
     ))
 }

@@ -5,6 +5,10 @@ use std::sync::OnceLock;
 
 use axum::http::{header, HeaderValue};
 use axum::response::IntoResponse;
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -58,11 +62,73 @@ pub fn routes() -> OpenApiRouter<AppState> {
 pub fn document_json() -> &'static str {
     static DOCUMENT: OnceLock<String> = OnceLock::new();
     DOCUMENT.get_or_init(|| {
-        let (_, doc) = routes().split_for_parts();
+        let (_, mut doc) = routes().split_for_parts();
+        declare_security(&mut doc);
         let mut json = doc.to_pretty_json().expect("the document serializes");
         json.push('\n');
         json
     })
+}
+
+/// Declare the credentials the data endpoints take (API key or JWT, both
+/// optional where anonymous callers have rights) and their 401 and 403.
+fn declare_security(doc: &mut utoipa::openapi::OpenApi) {
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .bearer_format(
+                    "API key or JWT (HS256/RS256) with a scope such as 'read:* write:parcels'",
+                )
+                .build(),
+        ),
+    );
+    components.add_security_scheme(
+        "apiKey",
+        SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
+    );
+    let problem = |description: &str| {
+        let content = ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build();
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content("application/problem+json", content)
+                .build(),
+        )
+    };
+    let no_scopes = Vec::<String>::new;
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if !(path.starts_with("/collections") || path.starts_with("/transactions")) {
+            continue;
+        }
+        let operations = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ];
+        for op in operations.into_iter().flatten() {
+            op.security = Some(vec![
+                SecurityRequirement::new("bearer", no_scopes()),
+                SecurityRequirement::new("apiKey", no_scopes()),
+                SecurityRequirement::default(),
+            ]);
+            let responses = &mut op.responses.responses;
+            responses.insert(
+                "401".into(),
+                problem("Credentials are needed, or those given are not valid (WWW-Authenticate)"),
+            );
+            responses.insert(
+                "403".into(),
+                problem("The credentials do not grant this on the collection"),
+            );
+        }
+    }
 }
 
 #[utoipa::path(

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 
 use super::links::BaseUrl;
+use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::error::ApiError;
 use crate::feature::{InputLimits, Reading};
@@ -21,22 +22,32 @@ pub const FEATURE_TYPES: &[&str] = &[GEOJSON, "application/json"];
 /// Bodies accepted by PATCH: a JSON merge patch of the feature.
 pub const PATCH_TYPES: &[&str] = &["application/merge-patch+json", GEOJSON, "application/json"];
 
-/// Methods on `/collections/{id}/items` for this collection.
-pub fn items_allow(coll: &Collection) -> &'static str {
-    if coll.is_writable() {
-        "GET, HEAD, POST, OPTIONS"
-    } else {
-        "GET, HEAD, OPTIONS"
+/// Methods on `/collections/{id}/items` for this collection and caller.
+pub fn items_allow(coll: &Collection, caller: &Caller) -> &'static str {
+    match rights(coll, caller) {
+        (true, true) => "GET, HEAD, POST, OPTIONS",
+        (true, false) => "GET, HEAD, OPTIONS",
+        (false, true) => "POST, OPTIONS",
+        (false, false) => "OPTIONS",
     }
 }
 
-/// Methods on `/collections/{id}/items/{featureId}` for this collection.
-pub fn item_allow(coll: &Collection) -> &'static str {
-    if coll.is_writable() {
-        "GET, HEAD, PUT, PATCH, DELETE, OPTIONS"
-    } else {
-        "GET, HEAD, OPTIONS"
+/// Methods on `/collections/{id}/items/{featureId}` for this collection and caller.
+pub fn item_allow(coll: &Collection, caller: &Caller) -> &'static str {
+    match rights(coll, caller) {
+        (true, true) => "GET, HEAD, PUT, PATCH, DELETE, OPTIONS",
+        (true, false) => "GET, HEAD, OPTIONS",
+        (false, true) => "PUT, PATCH, DELETE, OPTIONS",
+        (false, false) => "OPTIONS",
     }
+}
+
+/// (may read, may write) the collection: the caller's rights and the table's.
+fn rights(coll: &Collection, caller: &Caller) -> (bool, bool) {
+    (
+        caller.can_read(&coll.id),
+        caller.can_write(&coll.id) && coll.is_writable(),
+    )
 }
 
 /// 405 for a write to a read-only collection, with the methods it does allow.

@@ -10,7 +10,8 @@ use super::body::{check_content_type, idempotency, read_body, KeyUse};
 use super::model::SessionBody;
 use super::query_pairs;
 use crate::app::AppState;
-use crate::error::{ApiError, Problem};
+use crate::auth::Caller;
+use crate::error::{ApiError, FieldError, Problem};
 use crate::read::params::{check_format, unknown_parameter};
 use crate::session::report::SessionReport;
 use crate::session::{self, input, Mode, Operation, Step};
@@ -90,14 +91,16 @@ pub async fn answer(
 /// Validate every operation, then run them all in one flight.
 pub async fn create(
     State(state): State<AppState>,
+    caller: Caller,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let mode = mode(query.as_deref(), false)?;
+    let state = state.for_caller(&caller);
     check_content_type(&headers, &["application/json"])?;
     let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
-    let target = format!("/transactions?{}", query.as_deref().unwrap_or(""));
+    let target = caller.keyed_target(&format!("/transactions?{}", query.as_deref().unwrap_or("")));
     let idempotency = match idempotency(&state, &headers, &target, &body, mode).await? {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(idempotency) => idempotency,
@@ -107,5 +110,16 @@ pub async fn create(
         tokio::task::spawn_blocking(move || input::parse(&parse_state, &body, mode == Mode::Skip))
             .await
             .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
+    for (i, op) in operations.iter().enumerate() {
+        caller.check_write(&op.collection).map_err(|e| {
+            let pointer = format!("/operations/{i}/collection");
+            let problem = FieldError::new(0, pointer, "forbidden", e.detail());
+            e.with_errors(vec![FieldError {
+                operation: Some(i),
+                feature: None,
+                ..problem
+            }])
+        })?;
+    }
     answer(&state, &operations, &steps, mode, idempotency.as_ref()).await
 }

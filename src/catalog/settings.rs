@@ -9,6 +9,17 @@
 //! precondition_required = true    # PUT/PATCH/DELETE need If-Match or If-Unmodified-Since
 //! crs = ["http://www.opengis.net/def/crs/EPSG/0/3857"]
 //! read_only = true
+//!
+//! [auth]
+//! anonymous = "read:*"            # what callers without credentials may do
+//! audience = "featurepipe"        # JWTs must carry this aud (optional)
+//! issuer = "https://login.example" # and this iss (optional)
+//! set_role = true                 # run SQL as the credential's role
+//!
+//! [api_keys.field-app]            # `featurepipe api-key field-app` makes one
+//! sha256 = "9f86d081884c7d65…"     # 64 hex digits: SHA-256 of the key
+//! scope = "read:* write:survey_*"
+//! role = "field_editor"           # optional, used with set_role
 //! ```
 
 use std::collections::BTreeMap;
@@ -23,6 +34,40 @@ pub struct Settings {
     /// Settings by collection id.
     #[serde(default)]
     pub collections: BTreeMap<String, CollectionSettings>,
+    /// How callers are authorised.
+    #[serde(default)]
+    pub auth: AuthSettings,
+    /// API keys by name.
+    #[serde(default)]
+    pub api_keys: BTreeMap<String, ApiKeySettings>,
+}
+
+/// The `[auth]` table.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// The scope of callers without credentials (default: nothing).
+    #[serde(default)]
+    pub anonymous: String,
+    /// The `aud` a JWT must carry.
+    pub audience: Option<String>,
+    /// The `iss` a JWT must carry.
+    pub issuer: Option<String>,
+    /// Run each request's SQL as the credential's database role (`SET ROLE`).
+    #[serde(default)]
+    pub set_role: bool,
+}
+
+/// One API key: only its hash is stored.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeySettings {
+    /// SHA-256 of the key, as 64 hex digits.
+    pub sha256: String,
+    /// What it grants, e.g. `read:* write:survey_*`.
+    pub scope: String,
+    /// The database role its requests run as, with `set_role`.
+    pub role: Option<String>,
 }
 
 /// The settings of one collection.

@@ -8,9 +8,15 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts,
 };
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
+use crate::catalog::quote_ident;
 use crate::error::ApiError;
+use crate::write::dberror::request_error;
 
 /// Why the service cannot start against this database.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +43,9 @@ pub enum StartupError {
     /// The settings file is unreadable or names what is not there.
     #[error("settings (FEATUREPIPE_CONFIG): {0}")]
     Settings(String),
+    /// Credentials are misconfigured.
+    #[error("authentication: {0}")]
+    Auth(String),
     /// A query at start-up failed.
     #[error("database error while {doing}: {source}")]
     Query {
@@ -47,11 +56,25 @@ pub enum StartupError {
     },
 }
 
-/// The pool plus how long a request may wait for a connection.
+/// The pool plus how long a request may wait for a connection, and the
+/// database role its SQL runs as.
 #[derive(Clone)]
 pub struct Database {
     pool: Pool,
     wait: Duration,
+    role: RoleUse,
+}
+
+/// Which database role a handle's connections run as (`[auth] set_role`).
+#[derive(Clone, Debug)]
+enum RoleUse {
+    /// Roles are off: always the service's own.
+    Off,
+    /// Roles are on but this handle was not bound to a caller: a bug, refused
+    /// rather than run with the service's rights.
+    Unbound,
+    /// This role, or the service's own (`None`).
+    As(Option<Arc<str>>),
 }
 
 impl Database {
@@ -87,18 +110,80 @@ impl Database {
             .create_timeout(Some(Duration::from_secs(10)))
             .build()
             .expect("a runtime is configured, so building cannot fail");
-        Ok(Database { pool, wait })
+        Ok(Database {
+            pool,
+            wait,
+            role: RoleUse::Off,
+        })
+    }
+
+    /// Run every request's SQL as a role chosen per request ([`Database::as_role`]).
+    pub fn with_roles(mut self) -> Self {
+        self.role = RoleUse::Unbound;
+        self
+    }
+
+    /// A handle whose connections run as `role` (`None`: the service's own),
+    /// when roles are on.
+    pub fn as_role(&self, role: Option<&str>) -> Self {
+        let mut db = self.clone();
+        if !matches!(self.role, RoleUse::Off) {
+            db.role = RoleUse::As(role.map(Arc::from));
+        }
+        db
     }
 
     /// Take a connection, waiting at most the configured time: 503 otherwise.
     pub async fn connection(&self) -> Result<Object, ApiError> {
-        self.pool.get().await.map_err(|e| match e {
+        let client = self.pool.get().await.map_err(|e| match e {
             PoolError::Timeout(_) => ApiError::unavailable(format!(
                 "no database connection became free within {:?}; retry later",
                 self.wait
             )),
             e => ApiError::unavailable(format!("the database is unreachable: {e}")),
-        })
+        })?;
+        self.assume_role(&client).await?;
+        Ok(client)
+    }
+
+    /// Set the connection's role for this request. Every checkout sets it
+    /// (or resets it), so no role outlives the request that chose it.
+    async fn assume_role(&self, client: &Object) -> Result<(), ApiError> {
+        let role = match &self.role {
+            RoleUse::Off => return Ok(()),
+            RoleUse::Unbound => {
+                return Err(ApiError::internal(
+                    "the request's database role was not chosen",
+                ))
+            }
+            RoleUse::As(role) => role,
+        };
+        // The name comes from a verified credential; quoting keeps it a name.
+        let sql = match role {
+            Some(role) => format!("SET ROLE {}", quote_ident(role)),
+            None => "RESET ROLE".to_owned(),
+        };
+        client
+            .batch_execute(&sql)
+            .await
+            .map_err(|e| match e.code() {
+                Some(code)
+                    if *code == SqlState::INVALID_PARAMETER_VALUE
+                        || *code == SqlState::UNDEFINED_OBJECT
+                        || *code == SqlState::INSUFFICIENT_PRIVILEGE =>
+                {
+                    ApiError::new(
+                        StatusCode::FORBIDDEN,
+                        "forbidden",
+                        format!(
+                            "the credential's database role '{}' cannot be used: {}",
+                            role.as_deref().unwrap_or_default(),
+                            e.as_db_error().map_or("", |d| d.message())
+                        ),
+                    )
+                }
+                _ => request_error("choosing the database role", &e),
+            })
     }
 
     /// Wait until the database answers (retrying for `timeout`), then check PostGIS.

@@ -2,8 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{point, TestApp, TestDb};
-use featurepipe::config::Config;
+use crate::support::{config, point, TestApp, TestDb};
 
 #[tokio::test]
 async fn collections_are_tables_with_geometry() {
@@ -56,7 +55,7 @@ async fn collections_are_tables_with_geometry() {
 #[tokio::test]
 async fn start_up_fails_clearly_without_postgis() {
     let db = TestDb::new("DROP EXTENSION postgis").await;
-    let config = Config::for_database(&db.url);
+    let config = config(&db.url);
     let err = featurepipe::AppState::start(&config)
         .await
         .err()
@@ -69,7 +68,7 @@ async fn start_up_fails_clearly_without_postgis() {
 
 #[tokio::test]
 async fn start_up_gives_up_on_an_unreachable_database() {
-    let mut config = Config::for_database("postgres://postgres@127.0.0.1:1/none");
+    let mut config = config("postgres://postgres@127.0.0.1:1/none");
     config.db.startup_timeout = std::time::Duration::from_millis(200);
     let err = featurepipe::AppState::start(&config)
         .await
@@ -85,7 +84,7 @@ async fn start_up_gives_up_on_an_unreachable_database() {
 async fn migrations_are_recorded_once() {
     let app = TestApp::new("CREATE TABLE t (id serial PRIMARY KEY, geom geometry)").await;
     // A second start (another replica) applies nothing new.
-    let again = Config::for_database(&app.db.url);
+    let again = config(&app.db.url);
     featurepipe::AppState::start(&again).await.unwrap();
     assert_eq!(
         app.db

@@ -96,6 +96,7 @@ async fn sigterm_lets_requests_in_flight_finish() {
         .env("DATABASE_URL", &app.db.url)
         .env("FEATUREPIPE_LISTEN", &addr)
         .env("FEATUREPIPE_WRITE_STRATEGY", "insert")
+        .env("FEATUREPIPE_AUTH", "off")
         .env("RUST_LOG", "warn")
         .kill_on_drop(true)
         .spawn()

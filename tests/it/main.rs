@@ -1,5 +1,6 @@
 //! Integration tests against a real PostgreSQL + PostGIS (see `make test`).
 
+mod auth;
 mod catalog;
 mod clients;
 mod copy;

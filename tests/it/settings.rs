@@ -2,9 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{point, TestApp, TestDb};
-use featurepipe::config::Config;
-use featurepipe::AppState;
+use crate::support::{point, settings_file, start_up_error, TestApp};
 
 const SETUP: &str = "
     CREATE TABLE sites (id serial PRIMARY KEY, name text, changed timestamptz DEFAULT now(),
@@ -15,16 +13,6 @@ const SETUP: &str = "
     INSERT INTO plain (geom) VALUES ('SRID=4326;POINT(1 2)');
     CREATE TABLE archive (id serial PRIMARY KEY, geom geometry(Point, 4326));
 ";
-
-fn settings_file(text: &str) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "featurepipe-settings-{}-{}.toml",
-        std::process::id(),
-        text.len()
-    ));
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 const SETTINGS: &str = r#"
 [collections.sites]
@@ -43,7 +31,7 @@ read_only = true
 
 #[tokio::test]
 async fn settings_shape_collections() {
-    let path = settings_file(SETTINGS);
+    let path = settings_file("s", SETTINGS);
     let app = TestApp::with_config(SETUP, |c| c.settings = Some(path.clone())).await;
     let r = app.get("/collections/sites").await;
     assert_eq!(r.body["title"], "Survey sites");
@@ -141,15 +129,8 @@ async fn bad_settings_stop_start_up_with_a_clear_message() {
         ),
         ("[collections.sites]\ntitel = \"typo\"", "unknown field"),
     ] {
-        let db = TestDb::new(SETUP).await;
-        let mut config = Config::for_database(&db.url);
-        let path = settings_file(text);
-        config.settings = Some(path.clone());
-        let err = AppState::start(&config)
-            .await
-            .err()
-            .expect("start-up fails");
-        let message = err.to_string();
+        let path = settings_file("bad", text);
+        let message = start_up_error(SETUP, path.clone(), false).await;
         assert!(message.contains(expected), "{text}: {message}");
         assert!(message.contains("FEATUREPIPE_CONFIG"), "{message}");
         std::fs::remove_file(path).ok();

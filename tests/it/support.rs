@@ -125,7 +125,7 @@ impl TestApp {
     /// Like [`TestApp::new`], with settings changed by `tweak`.
     pub async fn with_config(setup: &str, tweak: impl FnOnce(&mut Config)) -> TestApp {
         let db = TestDb::new(setup).await;
-        let mut config = Config::for_database(&db.url);
+        let mut config = config(&db.url);
         tweak(&mut config);
         Self::on(db, config).await
     }
@@ -243,7 +243,39 @@ pub async fn via_proxy(db: &TestDb, one_way: Duration) -> (Proxy, Config) {
     let url = db
         .url
         .replace(&pg.to_string(), &proxy.local_addr().to_string());
-    (proxy, Config::for_database(&url))
+    (proxy, config(&url))
+}
+
+/// Write a settings file (FEATUREPIPE_CONFIG) for a test; `name` keeps tests apart.
+pub fn settings_file(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "featurepipe-settings-{}-{name}-{}.toml",
+        std::process::id(),
+        text.len()
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Why the service refuses to start on a database set up with `setup`,
+/// with the settings file at `settings` and authentication `auth`.
+pub async fn start_up_error(setup: &str, settings: std::path::PathBuf, auth: bool) -> String {
+    let db = TestDb::new(setup).await;
+    let mut config = config(&db.url);
+    config.auth = auth;
+    config.settings = Some(settings);
+    match AppState::start(&config).await {
+        Ok(_) => panic!("start-up should fail"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Default settings for the database at `url`, with authentication off:
+/// tests of anything else call as if the service were open.
+pub fn config(url: &str) -> Config {
+    let mut config = Config::for_database(url);
+    config.auth = false;
+    config
 }
 
 /// The app on a real TCP port, for clients nobody here wrote (GDAL, OWSLib).

@@ -1,0 +1,238 @@
+//! Who is calling and what they may do. Credentials are API keys (stored as
+//! SHA-256 hashes in the settings file) and JWT bearer tokens (HS256 with a
+//! shared secret, RS256 with a public key); each grants read and/or write per
+//! collection. Without credentials a caller has what `[auth] anonymous` grants.
+
+pub mod grant;
+mod token;
+
+use std::collections::HashMap;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use sha2::{Digest, Sha256};
+
+use crate::app::AppState;
+use crate::catalog::settings::Settings;
+use crate::error::ApiError;
+pub use grant::Grant;
+pub use token::JwtKeys;
+
+/// The configured credentials; built once at start-up.
+pub struct Auth {
+    /// `false`: everyone may do everything (`FEATUREPIPE_AUTH=off`).
+    enabled: bool,
+    /// API keys by the SHA-256 of the key: (name, grant, role).
+    keys: HashMap<[u8; 32], Credential>,
+    jwt: Option<JwtKeys>,
+    anonymous: Grant,
+    /// Run each request's SQL as the credential's database role.
+    set_role: bool,
+}
+
+/// What one API key is.
+struct Credential {
+    name: String,
+    grant: Grant,
+    role: Option<String>,
+}
+
+/// The caller of a request and its rights.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The API key's name or the token's subject; `None` when anonymous.
+    pub name: Option<String>,
+    grant: Grant,
+    /// The database role the request's SQL runs as, when `set_role` is on.
+    pub role: Option<String>,
+}
+
+impl Auth {
+    /// Build from the settings file and the JWT keys; `enabled` is `FEATUREPIPE_AUTH`.
+    pub fn new(enabled: bool, settings: &Settings, jwt: Option<JwtKeys>) -> Result<Self, String> {
+        let mut keys = HashMap::new();
+        for (name, key) in &settings.api_keys {
+            let hash = decode_hash(&key.sha256)
+                .ok_or_else(|| format!("api_keys.{name}: sha256 must be 64 hex digits"))?;
+            let grant = Grant::parse(&key.scope).map_err(|e| format!("api_keys.{name}: {e}"))?;
+            let credential = Credential {
+                name: name.clone(),
+                grant,
+                role: key.role.clone(),
+            };
+            if keys.insert(hash, credential).is_some() {
+                return Err(format!("api_keys.{name}: the same key hash appears twice"));
+            }
+        }
+        let anonymous =
+            Grant::parse(&settings.auth.anonymous).map_err(|e| format!("auth.anonymous: {e}"))?;
+        if enabled && keys.is_empty() && jwt.is_none() && anonymous.is_empty() {
+            return Err("authentication is on but nobody could do anything: add [api_keys] to \
+                        the settings file, set FEATUREPIPE_JWT_SECRET or FEATUREPIPE_JWT_PUBLIC_KEY, \
+                        grant [auth] anonymous rights, or set FEATUREPIPE_AUTH=off"
+                .into());
+        }
+        Ok(Auth {
+            enabled,
+            keys,
+            jwt,
+            anonymous,
+            set_role: settings.auth.set_role,
+        })
+    }
+
+    /// Whether credentials are checked at all.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The caller presenting `headers`: 401 for credentials that are not valid.
+    pub fn identify(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        if !self.enabled {
+            return Ok(Caller {
+                name: None,
+                grant: Grant::everything(),
+                role: None,
+            });
+        }
+        let Some(presented) = presented(headers)? else {
+            return Ok(Caller {
+                name: None,
+                grant: self.anonymous.clone(),
+                role: None,
+            });
+        };
+        let (name, grant, role) = if presented.matches('.').count() == 2 {
+            let jwt = self.jwt.as_ref().ok_or_else(|| {
+                unauthorized("bearer tokens are not accepted here (no JWT key is configured)")
+            })?;
+            let claims = jwt.verify(presented).map_err(|e| unauthorized(&e))?;
+            let name = claims.sub.unwrap_or_else(|| "the bearer token".into());
+            (Some(name), claims.grant, claims.role)
+        } else {
+            let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+            let key = self
+                .keys
+                .get(&hash)
+                .ok_or_else(|| unauthorized("the API key is not known"))?;
+            (Some(key.name.clone()), key.grant.clone(), key.role.clone())
+        };
+        Ok(Caller {
+            name,
+            // What anyone may do, a credential may do too.
+            grant: grant.union(&self.anonymous),
+            role: role.filter(|_| self.set_role),
+        })
+    }
+}
+
+impl Caller {
+    /// Whether collection `id` may be read.
+    pub fn can_read(&self, id: &str) -> bool {
+        self.grant.can_read(id)
+    }
+
+    /// Whether collection `id` may be written.
+    pub fn can_write(&self, id: &str) -> bool {
+        self.grant.can_write(id)
+    }
+
+    /// 401 (anonymous) or 403 unless collection `id` may be read.
+    pub fn check_read(&self, id: &str) -> Result<(), ApiError> {
+        self.check(self.can_read(id), "read", id)
+    }
+
+    /// 401 (anonymous) or 403 unless collection `id` may be written.
+    pub fn check_write(&self, id: &str) -> Result<(), ApiError> {
+        self.check(self.can_write(id), "write", id)
+    }
+
+    /// A request target made the caller's own, for Idempotency-Key hashes:
+    /// one caller cannot replay another's response.
+    pub fn keyed_target(&self, target: &str) -> String {
+        match &self.name {
+            Some(name) => format!("{name} {target}"),
+            None => target.to_owned(),
+        }
+    }
+
+    fn check(&self, allowed: bool, what: &str, id: &str) -> Result<(), ApiError> {
+        match (allowed, &self.name) {
+            (true, _) => Ok(()),
+            (false, None) => Err(unauthorized(&format!(
+                "credentials are needed to {what} '{id}' (Authorization: Bearer, or X-API-Key)"
+            ))),
+            (false, Some(name)) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("'{name}' may not {what} '{id}'"),
+            )),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        state.auth.identify(&parts.headers)
+    }
+}
+
+/// The credential in `Authorization: Bearer …` or `X-API-Key`, if any.
+fn presented(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    if let Some(value) = headers.get(header::AUTHORIZATION) {
+        let text = value.to_str().unwrap_or_default();
+        return match text.split_once(' ') {
+            Some((scheme, credential)) if scheme.eq_ignore_ascii_case("bearer") => {
+                Ok(Some(credential.trim()))
+            }
+            _ => Err(unauthorized(
+                "Authorization must be 'Bearer <API key or JWT>'",
+            )),
+        };
+    }
+    match headers.get("x-api-key") {
+        Some(value) => value
+            .to_str()
+            .map(|key| Some(key.trim()))
+            .map_err(|_| unauthorized("the API key is not known")),
+        None => Ok(None),
+    }
+}
+
+/// 401 with the challenge RFC 6750 asks for.
+fn unauthorized(why: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).with_header(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"featurepipe\""),
+    )
+}
+
+/// 64 hex digits as 32 bytes.
+fn decode_hash(hex: &str) -> Option<[u8; 32]> {
+    let bytes = hex.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in bytes.chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A new random API key and the SHA-256 (hex) the settings file stores.
+pub fn new_api_key() -> Result<(String, String), String> {
+    let mut secret = [0u8; 32];
+    getrandom::getrandom(&mut secret).map_err(|e| format!("no randomness available: {e}"))?;
+    let key = format!("fp_{}", hex(&secret));
+    let hash = hex(&Sha256::digest(key.as_bytes()));
+    Ok((key, hash))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
