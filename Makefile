@@ -1,11 +1,16 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test bench bench-quick bench-parse build lint fmt openapi
+.PHONY: run test soak bench bench-quick bench-parse build lint fmt openapi
 
 run:
 	scripts/dev.sh
 
 test:
 	scripts/test.sh
+
+# 32 clients for a minute, good and bad requests, backends killed every 2 s
+# (FEATUREPIPE_SOAK_CLIENTS, FEATUREPIPE_SOAK_SECS, FEATUREPIPE_SOAK_FAULTS=off).
+soak:
+	scripts/test.sh --test it -- soak --ignored --nocapture
 
 bench:
 	scripts/bench.sh

@@ -87,6 +87,10 @@ impl Database {
         statement_timeout: Duration,
     ) -> Result<Self, StartupError> {
         let mut config = tokio_postgres::Config::from_str(url).map_err(StartupError::BadUrl)?;
+        if config.get_application_name().is_none() {
+            // So that operators see the service's sessions in pg_stat_activity.
+            config.application_name("featurepipe");
+        }
         if !statement_timeout.is_zero() {
             // Added to the URL's own options, not in place of them.
             let options = format!(

@@ -17,6 +17,7 @@ mod openapi;
 mod round_trips;
 mod sessions;
 mod settings;
+mod soak;
 mod support;
 mod types;
 mod validation;
