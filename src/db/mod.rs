@@ -11,6 +11,7 @@ use deadpool_postgres::{
 use tokio_postgres::NoTls;
 
 use crate::error::ApiError;
+use crate::write::retry::Retry;
 
 /// Why the service cannot start against this database.
 #[derive(Debug, thiserror::Error)]
@@ -47,11 +48,13 @@ pub enum StartupError {
     },
 }
 
-/// The pool plus how long a request may wait for a connection.
+/// The pool, how long a request may wait for a connection, and how often a
+/// transaction rolled back by a conflict is run again.
 #[derive(Clone)]
 pub struct Database {
     pool: Pool,
     wait: Duration,
+    retry: Retry,
 }
 
 impl Database {
@@ -87,7 +90,23 @@ impl Database {
             .create_timeout(Some(Duration::from_secs(10)))
             .build()
             .expect("a runtime is configured, so building cannot fail");
-        Ok(Database { pool, wait })
+        Ok(Database {
+            pool,
+            wait,
+            retry: Retry { retries: 0 },
+        })
+    }
+
+    /// Run transactions rolled back by a deadlock or a serialization failure
+    /// again, at most `retries` times (where the caller says it is safe).
+    pub fn with_retries(mut self, retries: u32) -> Self {
+        self.retry = Retry { retries };
+        self
+    }
+
+    /// How often a transaction rolled back by a conflict is run again.
+    pub fn retry(&self) -> Retry {
+        self.retry
     }
 
     /// Take a connection, waiting at most the configured time: 503 otherwise.

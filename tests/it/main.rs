@@ -2,6 +2,7 @@
 
 mod catalog;
 mod clients;
+mod conflicts;
 mod copy;
 mod crs;
 mod defaults;
