@@ -52,7 +52,8 @@ impl AppState {
             config.pool_size,
             config.pool_wait,
             config.statement_timeout,
-        )?;
+        )?
+        .with_retries(config.retries);
         let mut client = db.wait_until_ready(config.db.startup_timeout).await?;
         migrate::run(&mut client).await?;
         let settings = match &config.settings {

@@ -92,6 +92,10 @@ pub struct Config {
     /// On SIGTERM, how long requests in flight may take to finish before the process exits.
     #[arg(long, env = "FEATUREPIPE_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub shutdown_timeout: Duration,
+    /// How many times a write the database rolled back because of a deadlock
+    /// or a serialization failure is run again, where that is safe (0: never).
+    #[arg(long, env = "FEATUREPIPE_RETRIES", default_value_t = 3)]
+    pub retries: u32,
     /// How long an Idempotency-Key and its response are remembered.
     #[arg(long, env = "FEATUREPIPE_IDEMPOTENCY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
     pub idempotency_ttl: Duration,
@@ -200,5 +204,6 @@ mod tests {
         assert_eq!(c.max_body, 64 << 20);
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.schemas, vec!["public".to_string()]);
+        assert_eq!(c.retries, 3);
     }
 }

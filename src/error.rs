@@ -6,6 +6,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::write::report::BatchReport;
+use crate::write::retry::Conflict;
 
 /// How many individual problems a response lists; the total is always given.
 pub const MAX_LISTED_ERRORS: usize = 100;
@@ -90,6 +91,9 @@ pub struct Problem {
     report: Option<serde_json::Value>,
     #[serde(skip)]
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// The database rolled the transaction back for this reason: running it again may succeed.
+    #[serde(skip)]
+    conflict: Option<Conflict>,
 }
 
 impl ApiError {
@@ -106,6 +110,7 @@ impl ApiError {
             batches: None,
             report: None,
             headers: Vec::new(),
+            conflict: None,
         }))
     }
 
@@ -143,6 +148,23 @@ impl ApiError {
     /// The detail line.
     pub fn detail(&self) -> &str {
         &self.0.detail
+    }
+
+    /// Replace the detail line.
+    pub fn with_detail(mut self, detail: String) -> Self {
+        self.0.detail = detail;
+        self
+    }
+
+    /// Mark the error as a transaction the database rolled back because of `conflict`.
+    pub fn with_conflict(mut self, conflict: Option<Conflict>) -> Self {
+        self.0.conflict = conflict;
+        self
+    }
+
+    /// Why the database rolled the transaction back, when running it again may succeed.
+    pub fn conflict(&self) -> Option<Conflict> {
+        self.0.conflict
     }
 
     /// 500 for a fault of the service or the database that the client cannot fix.

@@ -15,6 +15,7 @@ use crate::error::{ApiError, FieldError, Problem};
 use crate::read::params::{check_format, unknown_parameter};
 use crate::session::report::SessionReport;
 use crate::session::{self, input, Mode, Operation, Step};
+use crate::write::dberror::refusal;
 use crate::write::idempotency::Idempotency;
 
 /// The `mode` query parameter; `f` (only `json`) is taken too where `with_f`.
@@ -41,6 +42,12 @@ pub fn mode(query: Option<&str>, with_f: bool) -> Result<Mode, ApiError> {
 /// Run a validated session and answer: 200 with the report, or, when an
 /// atomic session failed (nothing written), the first failure's problem with
 /// the report attached.
+///
+/// An atomic session rolled back by a deadlock or a serialization failure is
+/// run again (`FEATUREPIPE_RETRIES`). Batch and skip sessions are not: other
+/// batches may have committed after the failed one (running it again would
+/// reorder the writes), and in skip mode the transaction went on after
+/// rolling back to the operation's savepoint; the report says what failed.
 pub async fn answer(
     state: &AppState,
     operations: &[Operation],
@@ -49,23 +56,33 @@ pub async fn answer(
     idempotency: Option<&Idempotency>,
 ) -> Result<Response, ApiError> {
     let batch = state.write.limits.max_features;
-    let report = session::run(&state.db, operations, steps, mode, batch, idempotency).await?;
-    match report.failure {
-        Some(status) if mode == Mode::Atomic => {
-            let first = report
-                .results
-                .iter()
-                .find_map(|r| r.error.clone())
-                .into_iter()
-                .collect();
-            let detail = "an operation failed; the session was rolled back and nothing was written";
-            let problem = crate::write::dberror::api_error(status, detail.into())
-                .with_errors(first)
-                .with_report(serde_json::to_value(&report).unwrap_or_default());
-            Err(problem)
+    let attempt = || async {
+        let report = session::run(&state.db, operations, steps, mode, batch, idempotency).await?;
+        match report.failure {
+            Some(status) if mode == Mode::Atomic => Err(rolled_back(status, &report)),
+            _ => Ok(report),
         }
-        _ => Ok((StatusCode::OK, Json(report)).into_response()),
-    }
+    };
+    let report = match mode {
+        Mode::Atomic => state.db.retry().run(attempt).await?,
+        Mode::Batch | Mode::Skip => attempt().await?,
+    };
+    Ok((StatusCode::OK, Json(report)).into_response())
+}
+
+/// The problem of an atomic session that failed: its first failure (of an
+/// operation, or at COMMIT), with the report attached.
+fn rolled_back(status: StatusCode, report: &SessionReport) -> ApiError {
+    let first = report
+        .results
+        .iter()
+        .find_map(|r| r.error.clone())
+        .or_else(|| report.errors.first().cloned())
+        .into_iter()
+        .collect();
+    let detail = "an operation failed; the session was rolled back and nothing was written";
+    refusal(status, detail.into(), first)
+        .with_report(serde_json::to_value(report).unwrap_or_default())
 }
 
 #[utoipa::path(

@@ -17,6 +17,7 @@ use tokio_postgres::NoTls;
 use crate::catalog::quote_ident;
 use crate::error::ApiError;
 use crate::write::dberror::request_error;
+use crate::write::retry::Retry;
 
 /// Why the service cannot start against this database.
 #[derive(Debug, thiserror::Error)]
@@ -56,13 +57,15 @@ pub enum StartupError {
     },
 }
 
-/// The pool plus how long a request may wait for a connection, and the
-/// database role its SQL runs as.
+/// The pool, how long a request may wait for a connection, the database
+/// role its SQL runs as, and how often a transaction rolled back by a
+/// conflict is run again.
 #[derive(Clone)]
 pub struct Database {
     pool: Pool,
     wait: Duration,
     role: RoleUse,
+    retry: Retry,
 }
 
 /// Which database role a handle's connections run as (`[auth] set_role`).
@@ -118,6 +121,7 @@ impl Database {
             pool,
             wait,
             role: RoleUse::Off,
+            retry: Retry { retries: 0 },
         })
     }
 
@@ -135,6 +139,18 @@ impl Database {
             db.role = RoleUse::As(role.map(Arc::from));
         }
         db
+    }
+
+    /// Run transactions rolled back by a deadlock or a serialization failure
+    /// again, at most `retries` times (where the caller says it is safe).
+    pub fn with_retries(mut self, retries: u32) -> Self {
+        self.retry = Retry { retries };
+        self
+    }
+
+    /// How often a transaction rolled back by a conflict is run again.
+    pub fn retry(&self) -> Retry {
+        self.retry
     }
 
     /// Take a connection, waiting at most the configured time: 503 otherwise.

@@ -6,6 +6,7 @@ use tokio_postgres::error::SqlState;
 use crate::catalog::Collection;
 use crate::error::{ApiError, FieldError};
 use crate::feature::escape_pointer;
+use crate::write::retry::Conflict;
 
 /// The status a database error is answered with: the client's fault is 4xx,
 /// an unreachable or overloaded database is 503, anything else 500.
@@ -41,6 +42,8 @@ fn code_name(code: &SqlState) -> &'static str {
         "21000" => "more_than_one_feature",
         "FP412" => "precondition_failed",
         "FP422" => "skipped_by_trigger",
+        "40P01" => "deadlock_detected",
+        "40001" => "serialization_failure",
         c if c.starts_with("22") => "data_exception",
         _ => "database_error",
     }
@@ -110,10 +113,23 @@ pub fn request_error(doing: &str, err: &tokio_postgres::Error) -> ApiError {
         status_for(db.code()),
         format!("database error while {doing}: {}", db.message()),
     )
+    .with_conflict(Conflict::from_sqlstate(db.code().code()))
+}
+
+/// A write the database refused, `errors` (its cause first) saying why;
+/// marked when the cause is a conflict that running it again may resolve.
+pub fn refusal(status: StatusCode, detail: String, errors: Vec<FieldError>) -> ApiError {
+    let conflict = errors
+        .first()
+        .and_then(|cause| cause.sqlstate.as_deref())
+        .and_then(Conflict::from_sqlstate);
+    api_error(status, detail)
+        .with_errors(errors)
+        .with_conflict(conflict)
 }
 
 /// An error answered with `status`; a 503 also carries `Retry-After`.
-pub fn api_error(status: StatusCode, detail: String) -> ApiError {
+fn api_error(status: StatusCode, detail: String) -> ApiError {
     match status {
         StatusCode::SERVICE_UNAVAILABLE => ApiError::unavailable(detail),
         status => ApiError::new(status, "write-failed", detail),

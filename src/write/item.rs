@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::dberror::{api_error, feature_error};
+use super::dberror::{feature_error, refusal};
 use super::sql::{change_item, insert_item, ItemChange};
 use crate::catalog::Collection;
 use crate::db::Database;
@@ -42,11 +42,8 @@ pub enum Outcome {
 /// A database error about this one feature: its status, with the constraint and column.
 fn item_error(coll: &Collection, err: &tokio_postgres::Error) -> ApiError {
     let (status, field) = feature_error(Some(coll), Some(0), "", err);
-    api_error(
-        status,
-        format!("the feature was not written: {}", field.message),
-    )
-    .with_errors(vec![field])
+    let detail = format!("the feature was not written: {}", field.message);
+    refusal(status, detail, vec![field])
 }
 
 /// Replace, update or delete the feature keyed `id` if `pre` holds; the
@@ -69,9 +66,8 @@ pub async fn change(
         false => pre.if_match.clone(),
     };
     let leading: [&(dyn ToSql + Sync); 3] = [&id, &if_match, &pre.if_unmodified_since];
-    let row = query_one(db, &change_item(coll, change, crs), &leading, values)
-        .await?
-        .map_err(|e| item_error(coll, &e))?;
+    let sql = change_item(coll, change, crs);
+    let row = query_one(db, coll, &sql, &leading, values).await?;
     let existed: bool = row.get(0);
     let held: Option<bool> = row.get(1);
     let done: Option<bool> = row.get(2);
@@ -100,26 +96,32 @@ pub async fn create(
     values: &[SqlValue],
     crs: &Crs,
 ) -> Result<StoredFeature, ApiError> {
-    query_one(db, &insert_item(coll, columns, crs), &[&id], values)
-        .await?
+    let sql = insert_item(coll, columns, crs);
+    query_one(db, coll, &sql, &[&id], values)
+        .await
         .map(StoredFeature::from)
-        .map_err(|e| item_error(coll, &e))
 }
 
 /// Run `sql` (prepared once per connection) with `leading` then `values` as
-/// parameters; the outer error is the connection's, the inner the statement's.
+/// parameters. One statement is its own transaction: rolled back whole on a
+/// conflict, so it is run again (`FEATUREPIPE_RETRIES`).
 async fn query_one(
     db: &Database,
+    coll: &Collection,
     sql: &str,
     leading: &[&(dyn ToSql + Sync)],
     values: &[SqlValue],
-) -> Result<Result<Row, tokio_postgres::Error>, ApiError> {
-    let client = db.connection().await?;
-    let statement = match client.prepare_cached(sql).await {
-        Ok(statement) => statement,
-        Err(e) => return Ok(Err(e)),
-    };
+) -> Result<Row, ApiError> {
     let mut params = leading.to_vec();
     params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
-    Ok(client.query_one(&statement, &params).await)
+    db.retry()
+        .run(|| async {
+            let client = db.connection().await?;
+            let answer = match client.prepare_cached(sql).await {
+                Ok(statement) => client.query_one(&statement, &params).await,
+                Err(e) => Err(e),
+            };
+            answer.map_err(|e| item_error(coll, &e))
+        })
+        .await
 }

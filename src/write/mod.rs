@@ -10,6 +10,7 @@ pub mod item;
 pub mod pipeline;
 pub mod plan;
 pub mod report;
+pub mod retry;
 pub mod sql;
 
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use tokio_postgres::Statement;
 use crate::feature::{FeatureRow, ParsedBody};
 use axum::http::StatusCode;
 use dberror::request_error;
-use dberror::{api_error, feature_error};
+use dberror::{feature_error, refusal};
 use guard::TxGuard;
 use idempotency::Idempotency;
 use insert::Insert;
@@ -93,6 +94,8 @@ pub enum Strategy {
 ///
 /// The work runs on its own task: if the client goes away mid-request, the
 /// transaction still ends in a COMMIT or ROLLBACK instead of being abandoned.
+/// A transaction rolled back by a deadlock or a serialization failure is run
+/// again (`FEATUREPIPE_RETRIES`).
 pub async fn write_features(
     db: Database,
     coll: Arc<Collection>,
@@ -116,30 +119,60 @@ pub async fn write_features(
     }
     tokio::spawn(async move {
         let plan = plan::plan(shapes, &rows, options.limits);
+        let request = Request {
+            coll: &coll,
+            rows: &rows,
+            plan: &plan,
+            single,
+            srid,
+            idempotency: idempotency.as_ref(),
+        };
+        // One transaction, rolled back whole on a conflict: safe to run again.
+        db.retry().run(|| request.write(&db, options)).await
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("the write task failed: {e}")))?
+}
+
+/// What [`write_features`] writes, borrowed for each attempt.
+struct Request<'a> {
+    coll: &'a Collection,
+    rows: &'a [FeatureRow],
+    plan: &'a Plan,
+    single: bool,
+    srid: i32,
+    idempotency: Option<&'a Idempotency>,
+}
+
+impl Request<'_> {
+    /// One attempt: a connection, one transaction, COMMIT or ROLLBACK.
+    async fn write(&self, db: &Database, options: WriteOptions) -> Result<WriteReport, ApiError> {
         let client = TxGuard::new(db.connection().await?);
-        let keyed = match &idempotency {
+        let keyed = match self.idempotency {
             Some(_) => Some(prepare_keyed(&client).await?),
             None => None,
         };
         let wants_copy = match options.strategy {
             Strategy::Insert => false,
             Strategy::Copy => true,
-            Strategy::Auto => rows.len() >= options.copy_threshold,
+            Strategy::Auto => self.rows.len() >= options.copy_threshold,
         };
-        // COPY has no per-statement pipelining to switch off: keep it to pipelined mode.
         let job = Job {
             client: &client,
-            coll: &coll,
-            rows: &rows,
-            plan: &plan,
-            single,
-            srid,
-            idempotency: idempotency
-                .as_ref()
+            coll: self.coll,
+            rows: self.rows,
+            plan: self.plan,
+            single: self.single,
+            srid: self.srid,
+            idempotency: self
+                .idempotency
                 .zip(keyed.as_ref())
                 .map(|(idem, statements)| Keyed { idem, statements }),
         };
-        match copy::copy_plan(&coll, &plan, srid).filter(|_| wants_copy && options.pipeline) {
+        // COPY has no per-statement pipelining to switch off: keep it to pipelined mode.
+        match copy::copy_plan(self.coll, self.plan, self.srid)
+            .filter(|_| wants_copy && options.pipeline)
+        {
             Some(copy) => copy::Copy { job, copy }.run().await,
             None => {
                 Insert {
@@ -150,9 +183,7 @@ pub async fn write_features(
                 .await
             }
         }
-    })
-    .await
-    .map_err(|e| ApiError::internal(format!("the write task failed: {e}")))?
+    }
 }
 
 /// Prepare EXPIRE, CLAIM and STORE (cached on the connection) in one round trip.
@@ -265,9 +296,7 @@ fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> ApiError 
         "feature {} was rejected by the database: {}; nothing was written",
         failure.feature, field.message
     );
-    api_error(status, detail)
-        .with_errors(vec![field])
-        .with_batches(tally.reports(false))
+    refusal(status, detail, vec![field]).with_batches(tally.reports(false))
 }
 
 /// The error for a write the database refused without naming a feature
@@ -284,7 +313,5 @@ fn refused(
         // The COMMIT may or may not have reached the database.
         "the connection was lost at the end of the write: whether it was committed is unknown"
     };
-    api_error(status, detail.into())
-        .with_errors(vec![field])
-        .with_batches(batches)
+    refusal(status, detail.into(), vec![field]).with_batches(batches)
 }

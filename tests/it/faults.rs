@@ -1,11 +1,14 @@
 //! Database faults in the middle of a write: a clear 503, nothing half
-//! written, and the next request succeeds.
+//! written, and the next request succeeds; a database restart needs no
+//! restart of the service.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{collection, point, TestApp};
+use featurepipe::config::Config;
+
+use crate::support::{collection, connect, point, OwnCluster, TestApp, TestDb};
 
 #[tokio::test]
 async fn backend_terminated_mid_request() {
@@ -197,4 +200,75 @@ async fn stalled_and_abandoned_uploads_write_nothing() {
         .unwrap();
     assert_eq!(status, 201);
     assert_eq!(app.db.int("SELECT count(*) FROM up").await, 100);
+}
+
+#[tokio::test]
+async fn the_pool_recovers_when_the_database_restarts() {
+    let cluster = OwnCluster::start().await;
+    let url = cluster.url();
+    let client = connect(&url).await;
+    client
+        .batch_execute(
+            "CREATE EXTENSION postgis;
+             CREATE TABLE r (id serial PRIMARY KEY, n int, geom geometry(Point, 4326));",
+        )
+        .await
+        .unwrap();
+    let mut config = Config::for_database(&url);
+    config.pool_size = 3;
+    config.pool_wait = Duration::from_secs(2);
+    let app = TestApp::on(TestDb { url, client }, config.clone()).await;
+    let write = |n: i32| {
+        let app = &app;
+        async move { app.post("r", &point(0.0, 0.0, json!({ "n": n }))).await }
+    };
+    assert_eq!(write(1).await.status, 201);
+
+    // Every pooled connection in use once, then idle: the pool holds three.
+    let held = futures_util::future::try_join_all((0..3).map(|_| app.state.db.connection()))
+        .await
+        .unwrap();
+    drop(held);
+    let backends = "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    assert_eq!(app.db.int(backends).await, 3);
+
+    // A restart with no request in between: every pooled connection is a dead one.
+    cluster.stop().await;
+    cluster.start_again().await;
+    let r = app.get("/collections/r/items").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body["numberMatched"], 1);
+    // More requests than connections: none meets a dead connection.
+    for n in 2..6 {
+        let r = write(n).await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+
+    // During an outage: a 503 with Retry-After, at once, for writes, reads and /readyz.
+    cluster.stop().await;
+    let bound = config.pool_wait + Duration::from_secs(3);
+    for r in [
+        tokio::time::timeout(bound, write(6)).await,
+        tokio::time::timeout(bound, app.get("/collections/r/items")).await,
+        tokio::time::timeout(bound, app.get("/readyz")).await,
+    ] {
+        let r = r.expect("no answer within the pool wait");
+        assert_eq!(r.status, 503, "{r:?}");
+        assert_eq!(r.headers["retry-after"], "1");
+        assert_eq!(r.headers["content-type"], "application/problem+json");
+    }
+    cluster.start_again().await;
+    let r = write(7).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(app.get("/readyz").await.status, 200);
+    let check = connect(&cluster.url()).await;
+    let ns: Vec<i32> = check
+        .query("SELECT n FROM r ORDER BY n", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(ns, [1, 2, 3, 4, 5, 7]);
 }

@@ -3,6 +3,7 @@
 mod auth;
 mod catalog;
 mod clients;
+mod conflicts;
 mod copy;
 mod crs;
 mod defaults;

@@ -278,6 +278,91 @@ pub fn config(url: &str) -> Config {
     config
 }
 
+/// A PostgreSQL + PostGIS cluster of one test's own, which the test may
+/// stop and start again: the shared cluster serves every other test at the
+/// same time. Started with the same shell functions as `make test`'s
+/// (`scripts/pg.sh`); stopped and removed when dropped.
+pub struct OwnCluster {
+    dir: std::path::PathBuf,
+    port: u16,
+}
+
+impl OwnCluster {
+    /// initdb into a new temp dir and start on a free port, durability off.
+    pub async fn start() -> OwnCluster {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "featurepipe-own-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        // As root, the server runs as `postgres`, which must reach the data dir.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let cluster = OwnCluster { dir, port };
+        cluster.start_again().await;
+        cluster
+    }
+
+    /// `postgres://postgres@127.0.0.1:port/postgres`.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Start the server on the same data dir and port (pg_ctl start, waiting until it accepts).
+    pub async fn start_again(&self) {
+        self.pg_sh(&format!(
+            "start_cluster '{}' {} fast",
+            self.data(),
+            self.port
+        ))
+        .await;
+    }
+
+    /// Stop the server (pg_ctl stop -m fast: every connection is terminated).
+    pub async fn stop(&self) {
+        self.pg_sh(&format!("stop_cluster '{}'", self.data())).await;
+    }
+
+    fn data(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    /// Run `script` after sourcing `scripts/pg.sh`; panics when it fails.
+    async fn pg_sh(&self, script: &str) {
+        let out = tokio::process::Command::from(pg_sh(script))
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = pg_sh(&format!("stop_cluster '{}'", self.data())).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `bash -c` running `script` with the functions of `scripts/pg.sh`.
+fn pg_sh(script: &str) -> std::process::Command {
+    let pg_sh = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg.sh");
+    let mut command = std::process::Command::new("bash");
+    command.args(["-c", &format!(". '{pg_sh}' && {script}")]);
+    command
+}
+
 /// The app on a real TCP port, for clients nobody here wrote (GDAL, OWSLib).
 pub struct Served {
     /// `http://127.0.0.1:port`
