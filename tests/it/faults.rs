@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use featurepipe::config::Config;
 
-use crate::support::{collection, connect, point, OwnCluster, TestApp, TestDb};
+use crate::support::{collection, config, connect, point, OwnCluster, TestApp, TestDb};
 
 #[tokio::test]
 async fn backend_terminated_mid_request() {
@@ -214,7 +213,7 @@ async fn the_pool_recovers_when_the_database_restarts() {
         )
         .await
         .unwrap();
-    let mut config = Config::for_database(&url);
+    let mut config = config(&url);
     config.pool_size = 3;
     config.pool_wait = Duration::from_secs(2);
     let app = TestApp::on(TestDb { url, client }, config.clone()).await;
