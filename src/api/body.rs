@@ -1,9 +1,10 @@
 //! Reading request bodies: size limit, content type.
 
 use axum::body::Body;
-use axum::http::HeaderValue;
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderName, HeaderValue};
 use futures_util::StreamExt;
+use serde_json::Value;
 
 use axum::response::{IntoResponse, Response};
 
@@ -11,6 +12,7 @@ use crate::app::AppState;
 use crate::error::ApiError;
 use crate::session::Mode;
 use crate::write::idempotency::{lookup, request_hash, Idempotency, Stored};
+use crate::write::item::KeyedItem;
 
 /// Read the whole body into one buffer sized from `Content-Length`, so that
 /// a large body is held once (collecting chunks and joining them would hold it
@@ -170,27 +172,28 @@ pub enum KeyUse {
     Replay(Response),
 }
 
-/// Look up the request's `Idempotency-Key` (of a POST to `target`, path and
-/// query, with `body`): replay its stored response, or write under it.
+/// Look up the request's `Idempotency-Key` (of `method` on `target`, path
+/// and query, with `body`): replay its stored response, or write under it.
 pub async fn idempotency(
     state: &AppState,
     headers: &HeaderMap,
-    target: &str,
+    (method, target): (&str, &str),
     body: &[u8],
     mode: Mode,
 ) -> Result<KeyUse, ApiError> {
     let Some(key) = idempotency_key(headers)? else {
         return Ok(KeyUse::Write(None));
     };
-    let hash = request_hash("POST", target, body);
+    let hash = request_hash(method, target, body);
     if let Some(stored) = lookup(&state.db, &key, state.idempotency_ttl).await? {
         return replay(stored, &hash).map(KeyUse::Replay);
     }
-    if mode != Mode::Atomic {
+    if mode == Mode::Batch {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "idempotency-unsupported",
-            "Idempotency-Key is taken with mode=atomic only (for now)",
+            "Idempotency-Key is not taken with mode=batch: its batches commit one by one, so \
+             a retry could not be all or nothing; use mode=atomic or mode=skip",
         ));
     }
     Ok(KeyUse::Write(Some(Idempotency {
@@ -243,5 +246,60 @@ fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
     if let Some(location) = stored.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
         h.insert(header::LOCATION, location);
     }
+    if let Some(Value::Object(kept)) = stored.headers {
+        for (name, value) in kept {
+            let name = HeaderName::from_bytes(name.as_bytes());
+            let value = value.as_str().map(HeaderValue::from_str);
+            if let (Ok(name), Some(Ok(value))) = (name, value) {
+                h.insert(name, value);
+            }
+        }
+    }
     Ok(response)
+}
+
+/// The headers of a response its replay carries too (besides `Location`).
+const REPLAYED_HEADERS: [&str; 5] = [
+    "content-type",
+    "etag",
+    "last-modified",
+    "content-crs",
+    "preference-applied",
+];
+
+/// Answer a keyed single-feature write: store `response` under its key and
+/// commit; an error answer rolls the write back (the key stays free). An
+/// unkeyed write has committed already.
+pub async fn answer_keyed(
+    keyed: Option<KeyedItem>,
+    response: Result<Response, ApiError>,
+) -> Result<Response, ApiError> {
+    let Some(keyed) = keyed else {
+        return response;
+    };
+    let (parts, body) = response?.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| ApiError::internal(format!("the response could not be read: {e}")))?;
+    let kept: serde_json::Map<String, Value> = REPLAYED_HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = parts.headers.get(*name)?.to_str().ok()?;
+            Some((name.to_string(), Value::String(value.to_owned())))
+        })
+        .collect();
+    let location = parts
+        .headers
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    keyed
+        .commit(
+            parts.status.as_u16(),
+            &bytes,
+            location,
+            &Value::Object(kept),
+        )
+        .await?;
+    Ok(Response::from_parts(parts, Body::from(bytes)))
 }

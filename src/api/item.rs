@@ -1,18 +1,20 @@
 //! `/collections/{collectionId}/items/{featureId}`: read, replace (PUT),
 //! update (PATCH, JSON merge patch), delete, and OPTIONS.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::body::{check_content_type, read_body};
+use super::body::{answer_keyed, check_content_type, idempotency, read_body, KeyUse};
 use super::links::BaseUrl;
 use super::model::Feature;
 use super::query_pairs;
 use super::representation::{
-    check_writable, client_keys, feature_response, item_allow, options_response, precondition,
-    precondition_failed, reading, set_location, set_preference_applied, unknown_feature, Return,
+    check_writable, client_keys, created, feature_response, item_allow, options_response,
+    precondition, precondition_failed, reading, set_preference_applied, unknown_feature, Return,
     FEATURE_TYPES, PATCH_TYPES,
 };
 use crate::app::AppState;
@@ -21,9 +23,10 @@ use crate::catalog::Collection;
 use crate::error::{ApiError, Problem};
 use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::geometry::Crs;
-use crate::read::params::{check_format, offered_crs, unknown_parameter};
+use crate::read::params::{check_format, offered_crs, percent_encode, unknown_parameter};
 use crate::read::{self};
-use crate::write::item::{self, Outcome};
+use crate::session::Mode;
+use crate::write::item::{self, Changed, Outcome};
 use crate::write::sql::ItemChange;
 
 /// The feature, with `ETag` and `Last-Modified`; 304 when `If-None-Match` matches.
@@ -80,24 +83,15 @@ pub async fn get(
     ))
 }
 
-/// Read and validate a PUT or PATCH body; its `id`, if any, must be the URL's.
-async fn item_body(
-    state: &AppState,
+/// Validate a PUT or PATCH body; its `id`, if any, must be the URL's.
+fn item_body(
     coll: &Collection,
     id: &str,
-    headers: &HeaderMap,
-    body: Body,
+    body: &[u8],
     purpose: Purpose,
     how: &Reading,
 ) -> Result<ItemBody, ApiError> {
-    let accepted = if purpose == Purpose::Patch {
-        PATCH_TYPES
-    } else {
-        FEATURE_TYPES
-    };
-    check_content_type(headers, accepted)?;
-    let body = read_body(headers, body, state.max_body, state.upload_timeout).await?;
-    let parsed = parse_item(&body, coll, purpose, how)?;
+    let parsed = parse_item(body, coll, purpose, how)?;
     if let Some(problem) = parsed.changed_id(coll, id) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -143,25 +137,84 @@ fn changed(
     Ok(response)
 }
 
+/// The collection `caller` may write (else 401/403/404/405), and the state
+/// to write it with (SQL run as the caller's role).
+fn for_writing(
+    state: &AppState,
+    caller: &Caller,
+    collection_id: &str,
+) -> Result<(Arc<Collection>, AppState), ApiError> {
+    let coll = state.to_write(caller, collection_id)?;
+    check_writable(&coll, item_allow(&coll, caller))?;
+    Ok((coll, state.for_caller(caller)))
+}
+
+/// What a write of one feature came to: a stored response replayed, or a change.
+enum Attempt {
+    /// The Idempotency-Key's stored response.
+    Replayed(Response),
+    /// The validated body, what the change did, and the body's CRS.
+    Made(Box<(ItemBody, Changed, Crs)>),
+}
+
+/// The request's Idempotency-Key for `method` on the feature: a replay, or
+/// the key to write under (if any).
+async fn item_key(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    method: &str,
+    (coll, id): (&Collection, &str),
+    body: &[u8],
+) -> Result<KeyUse, ApiError> {
+    let target = caller.keyed_target(&format!(
+        "/collections/{}/items/{}",
+        percent_encode(&coll.id),
+        percent_encode(id)
+    ));
+    idempotency(state, headers, (method, &target), body, Mode::Atomic).await
+}
+
 /// Validate a PUT or PATCH and make the change, if its preconditions hold.
 async fn replace_or_update(
     state: &AppState,
-    coll: &Collection,
-    id: &str,
+    caller: &Caller,
+    (coll, id): (&Collection, &str),
     headers: &HeaderMap,
     body: Body,
     purpose: Purpose,
-) -> Result<(ItemBody, Outcome, Crs), ApiError> {
+) -> Result<Attempt, ApiError> {
     let how = reading(headers, coll, state.input_limits)?;
-    let parsed = item_body(state, coll, id, headers, body, purpose, &how).await?;
+    let (accepted, method) = match purpose {
+        Purpose::Patch => (PATCH_TYPES, "PATCH"),
+        _ => (FEATURE_TYPES, "PUT"),
+    };
+    check_content_type(headers, accepted)?;
+    let body = read_body(headers, body, state.max_body, state.upload_timeout).await?;
+    let key = match item_key(state, caller, headers, method, (coll, id), &body).await? {
+        KeyUse::Replay(response) => return Ok(Attempt::Replayed(response)),
+        KeyUse::Write(key) => key,
+    };
+    let parsed = item_body(coll, id, &body, purpose, &how)?;
     let crs = how.crs;
     let change = match purpose {
         Purpose::Patch => ItemChange::Update(&parsed.columns),
         _ => ItemChange::Replace(&parsed.columns),
     };
     let pre = precondition(headers, coll)?;
-    let outcome = item::change(&state.db, coll, id, change, &parsed.values, &pre, &crs).await?;
-    Ok((parsed, outcome, crs))
+    let values = &parsed.values;
+    let changed = item::change(
+        &state.db,
+        coll,
+        id,
+        change,
+        values,
+        &pre,
+        &crs,
+        key.as_ref(),
+    )
+    .await?;
+    Ok(Attempt::Made(Box::new((parsed, changed, crs))))
 }
 
 /// Replace the feature; create it (201) where clients choose keys.
@@ -171,7 +224,7 @@ async fn replace_or_update(
     tag = "Features",
     summary = "Replace a feature: left-out properties take their defaults; creates it (201) where clients choose keys",
     operation_id = "replaceFeature",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
     request_body(description = "The whole feature; an id, if any, must be the URL's", content((Feature = "application/geo+json"), (Feature = "application/json"))),
     responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 201, description = "Created (collections with supportsNonAutogeneratedResourceIds)", content_type = "application/geo+json", body = Feature), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
@@ -183,31 +236,30 @@ pub async fn put(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let coll = state.to_write(&caller, &collection_id)?;
-    check_writable(&coll, item_allow(&coll, &caller))?;
-    let state = state.for_caller(&caller);
-    let (parsed, outcome, crs) =
-        replace_or_update(&state, &coll, &id, &headers, body, Purpose::Replace).await?;
+    let (coll, state) = for_writing(&state, &caller, &collection_id)?;
+    let feature = (coll.as_ref(), id.as_str());
+    let attempt =
+        replace_or_update(&state, &caller, feature, &headers, body, Purpose::Replace).await?;
+    let (parsed, Changed { outcome, keyed }, crs) = match attempt {
+        Attempt::Replayed(response) => return Ok(response),
+        Attempt::Made(made) => *made,
+    };
     let creates =
         client_keys(&coll) && !headers.contains_key(header::IF_MATCH) && coll.could_be_key(&id);
-    if matches!(outcome, Outcome::Missing) && creates {
-        let stored =
-            item::create(&state.db, &coll, &id, &parsed.columns, &parsed.values, &crs).await?;
-        let preference = Return::from_headers(&headers);
-        let mut response = feature_response(
-            StatusCode::CREATED,
-            &stored,
-            preference,
-            &base,
-            &coll,
-            &id,
-            &crs,
-        );
-        set_location(&mut response, &base, &coll, &id);
-        set_preference_applied(&mut response, &headers, true);
-        return Ok(response);
-    }
-    changed(outcome, &coll, &id, &base, &headers, &crs)
+    let response = if matches!(outcome, Outcome::Missing) && creates {
+        let (columns, values) = (&parsed.columns, &parsed.values);
+        item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
+            .await
+            .map(|stored| {
+                let preference = Return::from_headers(&headers);
+                let mut response = created(&stored, preference, &base, &coll, &id, &crs);
+                set_preference_applied(&mut response, &headers, true);
+                response
+            })
+    } else {
+        changed(outcome, &coll, &id, &base, &headers, &crs)
+    };
+    answer_keyed(keyed, response).await
 }
 
 /// Apply a JSON merge patch: named properties change (null: NULL), a geometry replaces the old.
@@ -217,7 +269,7 @@ pub async fn put(
     tag = "Features",
     summary = "Update a feature with a JSON merge patch (RFC 7396): named properties change, null sets NULL, a geometry replaces the old",
     operation_id = "updateFeature",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
     request_body(description = "A merge patch of the feature: properties and/or geometry", content((Feature = "application/merge-patch+json"), (Feature = "application/geo+json"), (Feature = "application/json"))),
     responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
@@ -229,12 +281,18 @@ pub async fn patch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let coll = state.to_write(&caller, &collection_id)?;
-    check_writable(&coll, item_allow(&coll, &caller))?;
-    let state = state.for_caller(&caller);
-    let (_, outcome, crs) =
-        replace_or_update(&state, &coll, &id, &headers, body, Purpose::Patch).await?;
-    changed(outcome, &coll, &id, &base, &headers, &crs)
+    let (coll, state) = for_writing(&state, &caller, &collection_id)?;
+    let feature = (coll.as_ref(), id.as_str());
+    let attempt =
+        replace_or_update(&state, &caller, feature, &headers, body, Purpose::Patch).await?;
+    match attempt {
+        Attempt::Replayed(response) => Ok(response),
+        Attempt::Made(made) => {
+            let (_, Changed { outcome, keyed }, crs) = *made;
+            let response = changed(outcome, &coll, &id, &base, &headers, &crs);
+            answer_keyed(keyed, response).await
+        }
+    }
 }
 
 /// Delete the feature: 204, or 404 when there is none.
@@ -244,7 +302,7 @@ pub async fn patch(
     tag = "Features",
     summary = "Delete a feature",
     operation_id = "deleteFeature",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
     responses((status = 204, description = "Deleted"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A foreign key refers to the feature", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn delete(
@@ -254,13 +312,18 @@ pub async fn delete(
     base: BaseUrl,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let coll = state.to_write(&caller, &collection_id)?;
-    check_writable(&coll, item_allow(&coll, &caller))?;
-    let state = state.for_caller(&caller);
+    let (coll, state) = for_writing(&state, &caller, &collection_id)?;
     let pre = precondition(&headers, &coll)?;
     let crs = &coll.crs[0];
-    let outcome = item::change(&state.db, &coll, &id, ItemChange::Delete, &[], &pre, crs).await?;
-    changed(outcome, &coll, &id, &base, &headers, crs)
+    let key = match item_key(&state, &caller, &headers, "DELETE", (&coll, &id), &[]).await? {
+        KeyUse::Replay(response) => return Ok(response),
+        KeyUse::Write(key) => key,
+    };
+    let delete = ItemChange::Delete;
+    let Changed { outcome, keyed } =
+        item::change(&state.db, &coll, &id, delete, &[], &pre, crs, key.as_ref()).await?;
+    let response = changed(outcome, &coll, &id, &base, &headers, crs);
+    answer_keyed(keyed, response).await
 }
 
 /// `OPTIONS`: the methods this collection allows on a feature and what PATCH takes.

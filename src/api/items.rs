@@ -13,8 +13,8 @@ use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
 use super::query_pairs;
 use super::representation::{
-    check_writable, feature_response, item_path, items_allow, options_response, reading,
-    set_content_crs, set_location, set_preference_applied, Return, FEATURE_TYPES, GEOJSON,
+    check_writable, created, item_path, items_allow, options_response, reading, set_content_crs,
+    set_location, set_preference_applied, Return, FEATURE_TYPES, GEOJSON,
 };
 use super::transactions;
 use crate::app::AppState;
@@ -141,7 +141,7 @@ pub async fn create(
         "/collections/{collection_id}/items?{}",
         query.as_deref().unwrap_or("")
     ));
-    let idempotency = match idempotency(&state, &headers, &target, &body, mode).await? {
+    let idempotency = match idempotency(&state, &headers, ("POST", &target), &body, mode).await? {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(idempotency) => idempotency,
     };
@@ -154,7 +154,8 @@ pub async fn create(
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.
         let (operations, steps) = session::inserts(&coll, parsed);
-        return transactions::answer(&state, &operations, &steps, mode, None).await;
+        let key = idempotency.as_ref();
+        return transactions::answer(&state, &operations, &steps, mode, key).await;
     }
     let idempotency = idempotency.map(|idempotency| Idempotency {
         location_prefix: single.then(|| format!("{}{}", base.0, item_path(&coll, ""))),
@@ -177,15 +178,7 @@ pub async fn create(
     let mut response = match preference {
         Return::Unspecified => (StatusCode::CREATED, Json(&report)).into_response(),
         _ => match read::item(&state.db, &coll, &id, &crs).await? {
-            Some(stored) => feature_response(
-                StatusCode::CREATED,
-                &stored,
-                preference,
-                &base,
-                &coll,
-                &id,
-                &crs,
-            ),
+            Some(stored) => created(&stored, preference, &base, &coll, &id, &crs),
             // Gone already (deleted by another request): the report still tells the id.
             None => (StatusCode::CREATED, Json(&report)).into_response(),
         },

@@ -289,6 +289,22 @@ fn with_links(feature: &StoredFeature, base: &BaseUrl, coll: &Collection, id: &s
 
 /// A response about one feature (its geometry in `crs`): with its body when
 /// `preference` (or the method) calls for one, always with its validators.
+/// 201 for the feature created at `id`, as `preference` asks, with `Location`.
+pub fn created(
+    stored: &StoredFeature,
+    preference: Return,
+    base: &BaseUrl,
+    coll: &Collection,
+    id: &str,
+    crs: &Crs,
+) -> Response {
+    let status = StatusCode::CREATED;
+    let mut response = feature_response(status, stored, preference, base, coll, id, crs);
+    set_location(&mut response, base, coll, id);
+    response
+}
+
+/// The feature as `preference` asks: the GeoJSON, or no body; with its validators.
 pub fn feature_response(
     status: StatusCode,
     feature: &StoredFeature,

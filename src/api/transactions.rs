@@ -118,7 +118,7 @@ pub async fn create(
     check_content_type(&headers, &["application/json"])?;
     let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
     let target = caller.keyed_target(&format!("/transactions?{}", query.as_deref().unwrap_or("")));
-    let idempotency = match idempotency(&state, &headers, &target, &body, mode).await? {
+    let idempotency = match idempotency(&state, &headers, ("POST", &target), &body, mode).await? {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(idempotency) => idempotency,
     };

@@ -135,6 +135,20 @@ pub struct Column {
 }
 
 impl Column {
+    /// A nullable column without a default, as a table built in code has
+    /// (benchmarks, fuzzing).
+    pub fn new(name: &str, ty: ColumnType) -> Column {
+        Column {
+            name: name.into(),
+            type_sql: String::new(),
+            ty,
+            not_null: false,
+            default: None,
+            identity: Identity::None,
+            generated: false,
+        }
+    }
+
     /// The database fills this column when it is left out.
     pub fn has_default(&self) -> bool {
         self.default.is_some() || self.identity != Identity::None
@@ -173,6 +187,26 @@ pub struct Collection {
 }
 
 impl Collection {
+    /// A collection of table `public.{id}` built in code (benchmarks,
+    /// fuzzing): keyed by the first column, CRS84, no settings.
+    pub fn new(id: &str, columns: Vec<Column>, geometry: usize) -> Collection {
+        Collection {
+            id: id.into(),
+            schema: "public".into(),
+            table: id.into(),
+            description: None,
+            columns,
+            geometry,
+            primary_key: Some(0),
+            before_insert_trigger: false,
+            last_modified: None,
+            crs: vec![Crs::crs84()],
+            title: None,
+            precondition_required: false,
+            read_only: false,
+        }
+    }
+
     /// Tables without a single-column primary key cannot report ids:
     /// read-only, like collections the settings make so.
     pub fn is_writable(&self) -> bool {

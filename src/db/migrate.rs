@@ -21,6 +21,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "idempotency",
         include_str!("../../migrations/0003_idempotency.sql"),
     ),
+    (
+        4,
+        "idempotency_headers",
+        include_str!("../../migrations/0004_idempotency_headers.sql"),
+    ),
 ];
 
 /// Arbitrary constant: replicas starting together take turns on this lock.

@@ -170,6 +170,7 @@ pub enum Done {
 }
 
 /// One message of a flight.
+#[derive(Clone, Copy)]
 enum Msg {
     Sql(&'static str),
     Step(usize),
@@ -456,25 +457,33 @@ impl<'a> Session<'a> {
             None => answers.next(),
             Some(_) if outcome.failed() => self.flight(&[Msg::Sql("ROLLBACK")]).await.pop(),
             Some(keyed) => {
-                // Committed if COMMIT succeeds: the stored response says so.
-                outcome.finish_transaction(
-                    everything.clone(),
-                    Some(Ok(Done::Control)),
-                    0..batches.len(),
-                );
-                let body =
-                    serde_json::to_vec(&outcome.clone().report(mode)).expect("a report serializes");
-                let stored = store_response_and_commit(self.client, keyed, 200, &body, None).await;
-                self.client.set_open(false);
-                if let Err(e) = stored {
-                    outcome.finish_transaction(everything, Some(Err(e)), 0..batches.len());
-                }
+                self.store_and_commit(keyed, outcome, mode, batches.len())
+                    .await;
                 return Ok(());
             }
         };
         self.client.set_open(false);
         outcome.finish_transaction(everything, commit, 0..batches.len());
         Ok(())
+    }
+
+    /// Store the report under the key and COMMIT (one flight). Committed if
+    /// COMMIT succeeds: the stored report says so.
+    async fn store_and_commit(
+        &self,
+        keyed: Keyed<'_>,
+        outcome: &mut Outcome,
+        mode: Mode,
+        batches: usize,
+    ) {
+        let everything = 0..self.operations.len();
+        outcome.finish_transaction(everything.clone(), Some(Ok(Done::Control)), 0..batches);
+        let body = serde_json::to_vec(&outcome.clone().report(mode)).expect("a report serializes");
+        let stored = store_response_and_commit(self.client, keyed, 200, &body, None, None).await;
+        self.client.set_open(false);
+        if let Err(e) = stored {
+            outcome.finish_transaction(everything, Some(Err(e)), 0..batches);
+        }
     }
 
     /// One transaction per batch, every batch in the same flight.
@@ -516,12 +525,15 @@ impl<'a> Session<'a> {
         let mut from = 0;
         // Deferred constraints are checked per statement, so that a failure
         // belongs to its operation instead of rolling back everything at COMMIT.
-        let mut lead: Vec<&'static str> = vec!["BEGIN", "SET CONSTRAINTS ALL IMMEDIATE"];
+        let mut lead = vec![Msg::Sql("BEGIN"), Msg::Sql("SET CONSTRAINTS ALL IMMEDIATE")];
+        if self.keyed.is_some() {
+            lead.extend([Msg::Expire, Msg::Claim]);
+        }
         self.client.set_open(true);
         let started = Instant::now();
         while from < self.operations.len() {
             let end = window_end(self.operations, from, window);
-            let mut msgs: Vec<Msg> = lead.iter().map(|sql| Msg::Sql(sql)).collect();
+            let mut msgs = lead.clone();
             for op in self.operations[from..end]
                 .iter()
                 .filter(|op| op.rejected.is_none())
@@ -531,9 +543,7 @@ impl<'a> Session<'a> {
                 msgs.push(Msg::Sql("RELEASE SAVEPOINT featurepipe_op"));
             }
             let mut answers = self.flight(&msgs).await.into_iter();
-            for _ in 0..lead.len() {
-                check_control(answers.next(), "continuing the session")?;
-            }
+            check_lead(&lead, &mut answers, "continuing the session")?;
             let start = from;
             from = end;
             lead = Vec::new();
@@ -547,25 +557,45 @@ impl<'a> Session<'a> {
                     // What followed in this window was refused (25P02): undo
                     // this operation alone and go on after it.
                     outcome.skipped();
-                    lead = UNDO.to_vec();
+                    lead = UNDO.map(Msg::Sql).to_vec();
                     from = k + 1;
                     break;
                 }
                 check_control(answers.next(), "releasing a savepoint")?;
             }
         }
-        let mut msgs: Vec<Msg> = lead.iter().map(|sql| Msg::Sql(sql)).collect();
-        msgs.push(Msg::Sql("COMMIT"));
+        let mut msgs = lead.clone();
+        if self.keyed.is_none() {
+            msgs.push(Msg::Sql("COMMIT"));
+        }
         let mut answers = self.flight(&msgs).await.into_iter();
-        for _ in 0..lead.len() {
-            check_control(answers.next(), "undoing the last failure")?;
+        check_lead(&lead, &mut answers, "undoing the last failure")?;
+        outcome.batch_time(0, started.elapsed());
+        if let Some(keyed) = self.keyed {
+            self.store_and_commit(keyed, outcome, Mode::Skip, 1).await;
+            return Ok(());
         }
         let commit = answers.next();
         self.client.set_open(false);
-        outcome.batch_time(0, started.elapsed());
         outcome.finish_transaction(0..self.operations.len(), commit, 0..1);
         Ok(())
     }
+}
+
+/// The answers to the control statements `lead` leads a flight with; a key
+/// another request holds is a 409.
+fn check_lead(
+    lead: &[Msg],
+    answers: &mut impl Iterator<Item = Result<Done, Error>>,
+    doing: &str,
+) -> Result<(), ApiError> {
+    for msg in lead {
+        match (msg, answers.next()) {
+            (Msg::Claim, Some(Err(e))) => return Err(claim_failed(&e)),
+            (_, answer) => check_control(answer, doing)?,
+        }
+    }
+    Ok(())
 }
 
 /// A control statement's answer: a lost connection or a refusal ends the request.

@@ -35,6 +35,8 @@ pub struct Stored {
     pub body: Vec<u8>,
     /// `Location`, if any.
     pub location: Option<String>,
+    /// Other headers of the response, by name.
+    pub headers: Option<serde_json::Value>,
 }
 
 /// Forget expired keys (so that an expired key can be used again).
@@ -43,8 +45,8 @@ pub const EXPIRE: &str =
 /// Claim the key; a concurrent request with the same key waits, then fails (23505).
 pub const CLAIM: &str = "INSERT INTO featurepipe.idempotency (key, request_hash) VALUES ($1, $2)";
 /// Store the response, in the transaction that wrote the rows.
-pub const STORE: &str =
-    "UPDATE featurepipe.idempotency SET status = $2, body = $3, location = $4 WHERE key = $1";
+pub const STORE: &str = "UPDATE featurepipe.idempotency \
+     SET status = $2, body = $3, location = $4, headers = $5 WHERE key = $1";
 
 /// The hash a retry must match.
 pub fn request_hash(method: &str, path_and_query: &str, body: &[u8]) -> String {
@@ -62,7 +64,7 @@ pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<St
     let client = db.connection().await?;
     let row = client
         .query_opt(
-            "SELECT request_hash, status, body, location FROM featurepipe.idempotency \
+            "SELECT request_hash, status, body, location, headers FROM featurepipe.idempotency \
               WHERE key = $1 AND created >= now() - make_interval(secs => $2) AND status IS NOT NULL",
             &[&key, &ttl.as_secs_f64()],
         )
@@ -73,5 +75,6 @@ pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<St
         status: r.get::<_, i32>(1) as u16,
         body: r.get(2),
         location: r.get(3),
+        headers: r.get(4),
     }))
 }

@@ -1,13 +1,21 @@
 //! PUT, PATCH and DELETE of one feature, and PUT creating one with a client
 //! key. Each is a single statement: the row is locked, the preconditions are
-//! checked and the change is made in one round trip.
+//! checked and the change is made in one round trip. Under an
+//! Idempotency-Key the statement runs in a transaction that also claims the
+//! key, left open until the response is stored with it ([`KeyedItem`]).
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use super::dberror::{feature_error, refusal};
+use tokio_postgres::Statement;
+
+use super::dberror::{feature_error, refusal, request_error};
+use super::guard::TxGuard;
+use super::idempotency::Idempotency;
+use super::pipeline::{Call, Calls};
 use super::sql::{change_item, insert_item, ItemChange};
+use super::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
 use crate::catalog::Collection;
 use crate::db::Database;
 use crate::error::ApiError;
@@ -46,8 +54,49 @@ fn item_error(coll: &Collection, err: &tokio_postgres::Error) -> ApiError {
     refusal(status, detail, vec![field])
 }
 
+/// A change made under an Idempotency-Key whose transaction is still open,
+/// holding the claimed key: [`KeyedItem::commit`] stores the response with
+/// it; dropping it rolls both back, and the key is free again.
+pub struct KeyedItem {
+    client: TxGuard,
+    statements: [Statement; 3],
+    idem: Idempotency,
+}
+
+/// What a change did, and its open transaction when keyed.
+pub struct Changed {
+    /// What happened to the feature.
+    pub outcome: Outcome,
+    /// The open transaction of a keyed change.
+    pub keyed: Option<KeyedItem>,
+}
+
+impl KeyedItem {
+    /// Store the response under the key and COMMIT, in one round trip.
+    pub async fn commit(
+        self,
+        status: u16,
+        body: &[u8],
+        location: Option<String>,
+        headers: &serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let keyed = Keyed {
+            idem: &self.idem,
+            statements: &self.statements,
+        };
+        let status = i32::from(status);
+        store_response_and_commit(&self.client, keyed, status, body, location, Some(headers))
+            .await
+            .map_err(|e| request_error("storing the response under the Idempotency-Key", &e))?;
+        self.client.set_open(false);
+        Ok(())
+    }
+}
+
 /// Replace, update or delete the feature keyed `id` if `pre` holds; the
-/// geometry in `values` and in the outcome is in `crs`.
+/// geometry in `values` and in the outcome is in `crs`. With `key`, the
+/// change is left uncommitted with the key claimed.
+#[allow(clippy::too_many_arguments)]
 pub async fn change(
     db: &Database,
     coll: &Collection,
@@ -56,9 +105,13 @@ pub async fn change(
     values: &[SqlValue],
     pre: &Precondition,
     crs: &Crs,
-) -> Result<Outcome, ApiError> {
+    key: Option<&Idempotency>,
+) -> Result<Changed, ApiError> {
     if !coll.could_be_key(id) {
-        return Ok(Outcome::Missing);
+        return Ok(Changed {
+            outcome: Outcome::Missing,
+            keyed: None,
+        });
     }
     // If-None-Match: * matches no existing feature: an empty tag list.
     let if_match = match pre.only_create {
@@ -67,11 +120,17 @@ pub async fn change(
     };
     let leading: [&(dyn ToSql + Sync); 3] = [&id, &if_match, &pre.if_unmodified_since];
     let sql = change_item(coll, change, crs);
-    let row = query_one(db, coll, &sql, &leading, values).await?;
+    let (row, keyed) = match key {
+        Some(idem) => {
+            let (row, keyed) = keyed_query_one(db, coll, &sql, &leading, values, idem).await?;
+            (row, Some(keyed))
+        }
+        None => (query_one(db, coll, &sql, &leading, values).await?, None),
+    };
     let existed: bool = row.get(0);
     let held: Option<bool> = row.get(1);
     let done: Option<bool> = row.get(2);
-    Ok(match (existed, held, done) {
+    let outcome = match (existed, held, done) {
         // If-Match names a current representation; there is none (RFC 9110 13.1.1).
         (false, ..) if pre.if_match.is_some() && !pre.only_create => Outcome::PreconditionFailed,
         (false, ..) => Outcome::Missing,
@@ -84,10 +143,12 @@ pub async fn change(
                 last_modified: row.get(5),
             }))
         }
-    })
+    };
+    Ok(Changed { outcome, keyed })
 }
 
-/// Create the feature keyed `id` (PUT on a collection whose keys clients choose).
+/// Create the feature keyed `id` (PUT on a collection whose keys clients
+/// choose); in the keyed change's transaction when there is one.
 pub async fn create(
     db: &Database,
     coll: &Collection,
@@ -95,11 +156,88 @@ pub async fn create(
     columns: &[usize],
     values: &[SqlValue],
     crs: &Crs,
+    keyed: Option<&KeyedItem>,
 ) -> Result<StoredFeature, ApiError> {
     let sql = insert_item(coll, columns, crs);
-    query_one(db, coll, &sql, &[&id], values)
+    let row = match keyed {
+        Some(keyed) => {
+            let params = params(&[&id], values);
+            let answer = match keyed.client.prepare_cached(&sql).await {
+                Ok(statement) => keyed.client.query_one(&statement, &params).await,
+                Err(e) => Err(e),
+            };
+            answer.map_err(|e| item_error(coll, &e))?
+        }
+        None => query_one(db, coll, &sql, &[&id], values).await?,
+    };
+    Ok(StoredFeature::from(row))
+}
+
+/// `leading` then `values`, as statement parameters.
+fn params<'a>(
+    leading: &[&'a (dyn ToSql + Sync)],
+    values: &'a [SqlValue],
+) -> Vec<&'a (dyn ToSql + Sync)> {
+    let mut params = leading.to_vec();
+    params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
+    params
+}
+
+/// Like [`query_one`], in a transaction that first claims `idem`'s key; all
+/// in one round trip (once the statements are prepared on the connection),
+/// the transaction left open.
+async fn keyed_query_one(
+    db: &Database,
+    coll: &Collection,
+    sql: &str,
+    leading: &[&(dyn ToSql + Sync)],
+    values: &[SqlValue],
+    idem: &Idempotency,
+) -> Result<(Row, KeyedItem), ApiError> {
+    let params = params(leading, values);
+    db.retry()
+        .run(|| async {
+            let client = TxGuard::new(db.connection().await?);
+            let statements = prepare_keyed(&client).await?;
+            let statement = client
+                .prepare_cached(sql)
+                .await
+                .map_err(|e| item_error(coll, &e))?;
+            client.set_open(true);
+            let keyed = Keyed {
+                idem,
+                statements: &statements,
+            };
+            let [expire, claim] = claim_calls(keyed, &client);
+            let calls: Vec<Call<'_, Result<Option<Row>, tokio_postgres::Error>>> = vec![
+                Box::pin(async { client.batch_execute("BEGIN").await.map(|()| None) }),
+                Box::pin(async { expire.await.map(|_| None) }),
+                Box::pin(async { claim.await.map(|_| None) }),
+                Box::pin(async { client.query_one(&statement, &params).await.map(Some) }),
+            ];
+            let mut calls = Calls::new(calls);
+            calls.send_all().await;
+            let begun = calls.next().await.expect("queued");
+            let expired = calls.next().await.expect("queued");
+            let claimed = calls.next().await.expect("queued");
+            let row = calls.next().await.expect("queued");
+            drop(calls);
+            begun.map_err(|e| request_error("beginning the transaction", &e))?;
+            expired.map_err(|e| request_error("forgetting expired keys", &e))?;
+            claimed.map_err(|e| claim_failed(&e))?;
+            let row = row
+                .map_err(|e| item_error(coll, &e))?
+                .expect("query_one answers a row");
+            Ok((
+                row,
+                KeyedItem {
+                    client,
+                    statements,
+                    idem: idem.clone(),
+                },
+            ))
+        })
         .await
-        .map(StoredFeature::from)
 }
 
 /// Run `sql` (prepared once per connection) with `leading` then `values` as
@@ -112,8 +250,7 @@ async fn query_one(
     leading: &[&(dyn ToSql + Sync)],
     values: &[SqlValue],
 ) -> Result<Row, ApiError> {
-    let mut params = leading.to_vec();
-    params.extend(values.iter().map(|v| v as &(dyn ToSql + Sync)));
+    let params = params(leading, values);
     db.retry()
         .run(|| async {
             let client = db.connection().await?;

@@ -203,7 +203,7 @@ pub(crate) async fn prepare_keyed(client: &TxGuard) -> Result<[Statement; 3], Ap
 }
 
 /// Forget expired keys, then claim this one: two statements, not sent until polled.
-fn claim_calls<'a>(
+pub(crate) fn claim_calls<'a>(
     keyed: Keyed<'a>,
     client: &'a TxGuard,
 ) -> [Call<'a, Result<u64, tokio_postgres::Error>>; 2] {
@@ -244,7 +244,7 @@ async fn store_and_commit(
             .text(0)
             .map(|id| format!("{prefix}{}", crate::read::params::percent_encode(&id)))
     });
-    store_response_and_commit(client, keyed, 201, &body, location).await
+    store_response_and_commit(client, keyed, 201, &body, location, None).await
 }
 
 /// Store a response under the key and COMMIT, both in one flight.
@@ -254,12 +254,13 @@ pub(crate) async fn store_response_and_commit(
     status: i32,
     body: &[u8],
     location: Option<String>,
+    headers: Option<&serde_json::Value>,
 ) -> Result<(), tokio_postgres::Error> {
     let (idem, store) = (keyed.idem, &keyed.statements[2]);
     let calls: Vec<Call<'_, Result<(), tokio_postgres::Error>>> = vec![
         Box::pin(async {
             client
-                .execute(store, &[&idem.key, &status, &body, &location])
+                .execute(store, &[&idem.key, &status, &body, &location, &headers])
                 .await
                 .map(drop)
         }),

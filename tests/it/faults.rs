@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde_json::json;
 
-
 use crate::support::{collection, config, connect, point, OwnCluster, TestApp, TestDb};
 
 #[tokio::test]

@@ -188,3 +188,150 @@ async fn edit_sessions_take_keys_too() {
     assert_eq!(send("s-2", ops).await.status, 200);
     assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 8);
 }
+
+const CHANGES: &str = "
+    CREATE TABLE pts (id serial PRIMARY KEY, n int, geom geometry(Point, 4326));
+    CREATE TABLE sites (code text PRIMARY KEY, n int, geom geometry(Point, 4326));
+    CREATE TABLE changes (n int);
+    CREATE FUNCTION count_change() RETURNS trigger LANGUAGE plpgsql AS
+      $$ BEGIN INSERT INTO changes VALUES (1); RETURN COALESCE(NEW, OLD); END $$;
+    CREATE TRIGGER counted BEFORE UPDATE OR DELETE ON pts FOR EACH ROW EXECUTE FUNCTION count_change();
+    INSERT INTO pts (n, geom) VALUES (1, 'SRID=4326;POINT(0 0)'), (2, 'SRID=4326;POINT(1 1)');
+";
+
+async fn keyed(
+    app: &TestApp,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    key: &str,
+    body: Option<String>,
+) -> TestResponse {
+    let mut headers = vec![("idempotency-key", key)];
+    if body.is_some() {
+        headers.push(("content-type", "application/geo+json"));
+    }
+    headers.extend_from_slice(extra);
+    app.send(method, path, &headers, body).await
+}
+
+#[tokio::test]
+async fn put_patch_and_delete_take_keys() {
+    const ONE: &str = "/collections/pts/items/1";
+    const TWO: &str = "/collections/pts/items/2";
+    const SITE: &str = "/collections/sites/items/a1";
+    let app = TestApp::new(CHANGES).await;
+    let changes = || app.db.int("SELECT count(*) FROM changes");
+    let feature = |n: i32| Some(point(5.0, 5.0, json!({"n": n})).to_string());
+    let rep = [("prefer", "return=representation")];
+
+    // PUT: the replay has the first answer's status, body and ETag, and changes nothing.
+    let first = keyed(&app, "PUT", ONE, &rep, "put-1", feature(10)).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    let again = keyed(&app, "PUT", ONE, &rep, "put-1", feature(10)).await;
+    assert_eq!(again.status, 200, "{again:?}");
+    assert_eq!(again.body, first.body);
+    assert_eq!(again.headers["etag"], first.headers["etag"]);
+    assert_eq!(again.headers["content-type"], "application/geo+json");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(changes().await, 1);
+    // The same key on another feature or with another body is refused.
+    let r = keyed(&app, "PUT", TWO, &rep, "put-1", feature(10)).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    let r = keyed(&app, "PUT", ONE, &rep, "put-1", feature(11)).await;
+    assert_eq!(r.status, 422, "{r:?}");
+
+    // PATCH: a failed precondition keeps no key; the corrected retry writes once.
+    let patch = || Some(json!({"properties": {"n": 20}}).to_string());
+    let stale = [("if-match", "\"not-the-etag\"")];
+    let r = keyed(&app, "PATCH", TWO, &stale, "patch-1", patch()).await;
+    assert_eq!(r.status, 412, "{r:?}");
+    let first = keyed(&app, "PATCH", TWO, &[], "patch-1", patch()).await;
+    assert_eq!(first.status, 204, "{first:?}");
+    let again = keyed(&app, "PATCH", TWO, &[], "patch-1", patch()).await;
+    assert_eq!(again.status, 204, "{again:?}");
+    assert_eq!(again.headers["etag"], first.headers["etag"]);
+    assert_eq!(changes().await, 2);
+    assert_eq!(app.db.int("SELECT n::int8 FROM pts WHERE id = 2").await, 20);
+
+    // DELETE: the retry of a delete whose answer was lost is a 204, not a 404.
+    let first = keyed(&app, "DELETE", TWO, &[], "del-1", None).await;
+    assert_eq!(first.status, 204, "{first:?}");
+    let again = keyed(&app, "DELETE", TWO, &[], "del-1", None).await;
+    assert_eq!(again.status, 204, "{again:?}");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(app.send("DELETE", TWO, &[], None).await.status, 404);
+    assert_eq!(changes().await, 3);
+
+    // PUT creating where clients choose keys: one row, and the replay has its Location.
+    let first = keyed(&app, "PUT", SITE, &[], "create-1", feature(1)).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let again = keyed(&app, "PUT", SITE, &[], "create-1", feature(1)).await;
+    assert_eq!(again.status, 201, "{again:?}");
+    assert_eq!(again.headers["location"], first.headers["location"]);
+    assert_eq!(app.db.int("SELECT count(*) FROM sites").await, 1);
+}
+
+#[tokio::test]
+async fn skip_mode_takes_keys_and_batch_mode_says_why_not() {
+    let app = TestApp::new(SETUP).await;
+    app.db
+        .client
+        .batch_execute("ALTER TABLE pts ADD CONSTRAINT small CHECK (n < 100)")
+        .await
+        .unwrap();
+    let ops = json!({"operations": [
+        {"op": "insert", "collection": "pts", "feature": point(0.0, 0.0, json!({"n": 1}))},
+        {"op": "insert", "collection": "pts", "feature": point(0.0, 0.0, json!({"n": 500}))},
+        {"op": "insert", "collection": "pts", "feature": point(0.0, 0.0, json!({"n": 2}))},
+    ]})
+    .to_string();
+    let send = |path: &'static str, key: &'static str, body: String| {
+        let app = &app;
+        async move {
+            let headers = [
+                ("content-type", "application/json"),
+                ("idempotency-key", key),
+            ];
+            app.send("POST", path, &headers, Some(body)).await
+        }
+    };
+    let first = send("/transactions?mode=skip", "skip-1", ops.clone()).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(first.body["results"][1]["status"], "failed");
+    let again = send("/transactions?mode=skip", "skip-1", ops.clone()).await;
+    assert_eq!(again.body, first.body);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 2);
+    // A FeatureCollection in skip mode too.
+    let features = collection(vec![
+        point(0.0, 0.0, json!({"n": 3})),
+        point(0.0, 0.0, json!({"n": 300})),
+    ])
+    .to_string();
+    let items = |key: &'static str| {
+        let app = &app;
+        let features = features.clone();
+        async move {
+            let headers = [
+                ("content-type", "application/geo+json"),
+                ("idempotency-key", key),
+            ];
+            app.send(
+                "POST",
+                "/collections/pts/items?mode=skip",
+                &headers,
+                Some(features),
+            )
+            .await
+        }
+    };
+    let first = items("skip-2").await;
+    assert_eq!(first.status, 200, "{first:?}");
+    assert_eq!(items("skip-2").await.body, first.body);
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 3);
+    // Batch mode commits batch by batch: a key could not make a retry all or nothing.
+    let r = send("/transactions?mode=batch", "batch-1", ops).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(r.body["detail"].as_str().unwrap().contains("mode=batch"));
+}
