@@ -9,6 +9,8 @@ ensure_postgis
 # Clients nobody here wrote, used by tests/it/clients.rs: GDAL's ogrinfo, and
 # OWSLib in a virtualenv under target/ (built once, like cargo's output).
 ensure_package /usr/bin/ogrinfo gdal-bin
+# PgBouncer, for tests/it/poolers.rs (started by the tests in both pool modes).
+ensure_package /usr/sbin/pgbouncer pgbouncer
 venv=target/client-venv
 if ! "$venv/bin/python" -c 'import owslib' 2>/dev/null; then
     python3 -m venv "$venv"

@@ -11,7 +11,7 @@ use crate::auth::{Auth, Caller, JwtKeys};
 use crate::catalog::settings::Settings;
 use crate::catalog::{Catalog, Collection};
 use crate::config::Config;
-use crate::db::{migrate, Database, StartupError};
+use crate::db::{migrate, Database, Pooler, StartupError};
 use crate::error::ApiError;
 use crate::feature::InputLimits;
 use crate::write::WriteOptions;
@@ -52,6 +52,7 @@ impl AppState {
             config.pool_size,
             config.pool_wait,
             config.statement_timeout,
+            config.db.pooler,
         )?
         .with_retries(config.retries);
         let mut client = db.wait_until_ready(config.db.startup_timeout).await?;
@@ -61,7 +62,27 @@ impl AppState {
             None => Settings::default(),
         };
         let auth = Arc::new(auth(config, &settings).map_err(StartupError::Auth)?);
-        let catalog = Catalog::load(&client, &config.schemas, &settings).await?;
+        // In one transaction: behind a transaction-mode pooler, a statement
+        // and its execution must reach the same server connection.
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|source| StartupError::Query {
+                doing: "loading the catalog",
+                source,
+            })?;
+        let catalog = Catalog::load(&*tx, &config.schemas, &settings).await?;
+        tx.commit().await.map_err(|source| StartupError::Query {
+            doing: "loading the catalog",
+            source,
+        })?;
+        if settings.auth.set_role && config.auth && config.db.pooler == Pooler::Transaction {
+            return Err(StartupError::Auth(
+                "[auth] set_role needs a session of its own, which a transaction-mode pooler \
+                 (FEATUREPIPE_POOLER=transaction) does not give"
+                    .into(),
+            ));
+        }
         let db = if settings.auth.set_role && config.auth {
             db.with_roles()
         } else {

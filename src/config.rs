@@ -16,6 +16,11 @@ pub struct DatabaseArgs {
     /// How long start-up keeps retrying an unreachable database.
     #[arg(long, env = "FEATUREPIPE_STARTUP_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub startup_timeout: Duration,
+    /// What sits between the service and PostgreSQL: `none`, `session`
+    /// (a pooler in session mode) or `transaction` (in transaction mode:
+    /// statements are sent unnamed, COPY and set_role are off).
+    #[arg(long, env = "FEATUREPIPE_POOLER", value_enum, default_value = "none")]
+    pub pooler: crate::db::Pooler,
 }
 
 /// Settings of `featurepipe serve`.

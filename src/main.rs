@@ -146,7 +146,7 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
 
 async fn migrate_only(args: DatabaseArgs) -> Result<(), Box<dyn std::error::Error>> {
     let url = args.database_url.as_deref().ok_or(StartupError::NoUrl)?;
-    let db = Database::new(url, 1, args.startup_timeout, Duration::ZERO)?;
+    let db = Database::new(url, 1, args.startup_timeout, Duration::ZERO, args.pooler)?;
     let mut client = db.wait_until_ready(args.startup_timeout).await?;
     let applied = migrate::run(&mut client).await?;
     println!("applied {} migration(s): {applied:?}", applied.len());

@@ -7,7 +7,7 @@ pub mod settings;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tokio_postgres::Client;
+use tokio_postgres::GenericClient;
 
 use crate::db::StartupError;
 use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
@@ -302,7 +302,7 @@ impl Catalog {
     /// Read the catalog of every table in `schemas` that has a geometry
     /// column, and apply the per-collection `settings`.
     pub async fn load(
-        client: &Client,
+        client: &impl GenericClient,
         schemas: &[String],
         settings: &Settings,
     ) -> Result<Self, StartupError> {
@@ -418,7 +418,7 @@ fn apply_settings(
 
 /// The EPSG CRSs PostGIS knows among those the collections may offer.
 async fn known_crs(
-    client: &Client,
+    client: &impl GenericClient,
     collections: &[Collection],
     extra: &BTreeMap<String, Vec<i32>>,
 ) -> Result<BTreeMap<i32, Crs>, tokio_postgres::Error> {
@@ -431,7 +431,7 @@ async fn known_crs(
     let rows = client
         .query(
             "SELECT auth_srid FROM spatial_ref_sys \
-              WHERE auth_name = 'EPSG' AND auth_srid = ANY($1) AND srid = auth_srid",
+              WHERE auth_name = 'EPSG' AND auth_srid = ANY($1::int4[]) AND srid = auth_srid",
             &[&codes],
         )
         .await?;

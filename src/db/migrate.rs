@@ -1,6 +1,6 @@
 //! The service's own schema, `featurepipe`, versioned by the files in `migrations/`.
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 
 use super::StartupError;
 
@@ -35,34 +35,41 @@ fn query_error(doing: &'static str) -> impl Fn(tokio_postgres::Error) -> Startup
     move |source| StartupError::Query { doing, source }
 }
 
-/// Apply pending migrations, each in its own transaction, under an advisory lock.
-/// Returns the versions applied now.
+/// Apply pending migrations, all in one transaction under a
+/// transaction-scoped advisory lock: replicas starting together take turns,
+/// a failed migration leaves nothing half-applied, and (unlike a session
+/// lock) it works behind a transaction-mode pooler. Returns the versions
+/// applied now.
 pub async fn run(client: &mut Client) -> Result<Vec<i32>, StartupError> {
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+    let tx = client
+        .transaction()
+        .await
+        .map_err(query_error("starting the migrations"))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1::int8)", &[&LOCK_KEY])
         .await
         .map_err(query_error("taking the migration lock"))?;
-    let result = apply_pending(client).await;
-    client
-        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
+    let applied = apply_pending(&tx).await?;
+    tx.commit()
         .await
-        .map_err(query_error("releasing the migration lock"))?;
-    result
+        .map_err(query_error("committing the migrations"))?;
+    for &(version, name, _) in MIGRATIONS.iter().filter(|m| applied.contains(&m.0)) {
+        tracing::info!(version, name, "applied migration");
+    }
+    Ok(applied)
 }
 
-async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, StartupError> {
-    client
-        .batch_execute(
-            "CREATE SCHEMA IF NOT EXISTS featurepipe;
+async fn apply_pending(tx: &Transaction<'_>) -> Result<Vec<i32>, StartupError> {
+    tx.batch_execute(
+        "CREATE SCHEMA IF NOT EXISTS featurepipe;
              CREATE TABLE IF NOT EXISTS featurepipe.schema_migrations (
                  version    integer PRIMARY KEY,
                  name       text NOT NULL,
                  applied_at timestamptz NOT NULL DEFAULT now()
              );",
-        )
-        .await
-        .map_err(query_error("creating the migrations table"))?;
-    let applied: Vec<i32> = client
+    )
+    .await
+    .map_err(query_error("creating the migrations table"))?;
+    let applied: Vec<i32> = tx
         .query("SELECT version FROM featurepipe.schema_migrations", &[])
         .await
         .map_err(query_error("reading applied migrations"))?
@@ -74,23 +81,15 @@ async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, StartupError> {
         if applied.contains(&version) {
             continue;
         }
-        let tx = client
-            .transaction()
-            .await
-            .map_err(query_error("starting a migration"))?;
         tx.batch_execute(sql)
             .await
             .map_err(query_error("applying a migration"))?;
         tx.execute(
-            "INSERT INTO featurepipe.schema_migrations (version, name) VALUES ($1, $2)",
+            "INSERT INTO featurepipe.schema_migrations (version, name) VALUES ($1::int4, $2::text)",
             &[&version, &name],
         )
         .await
         .map_err(query_error("recording a migration"))?;
-        tx.commit()
-            .await
-            .map_err(query_error("committing a migration"))?;
-        tracing::info!(version, name, "applied migration");
         now_applied.push(version);
     }
     Ok(now_applied)

@@ -1,13 +1,16 @@
 //! Connection pool, start-up checks and migrations.
 
 pub mod migrate;
+pub mod statement;
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{
-    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts,
+    Hook, HookError, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+    Timeouts,
 };
+use statement::Naming;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -44,6 +47,12 @@ pub enum StartupError {
     /// The settings file is unreadable or names what is not there.
     #[error("settings (FEATUREPIPE_CONFIG): {0}")]
     Settings(String),
+    /// A connection pooler refused the connection's startup parameters.
+    #[error(
+        "the database refused the connection ({0}): behind a connection pooler such as PgBouncer, \
+         set FEATUREPIPE_POOLER=session or FEATUREPIPE_POOLER=transaction"
+    )]
+    Pooler(String),
     /// Credentials are misconfigured.
     #[error("authentication: {0}")]
     Auth(String),
@@ -66,6 +75,22 @@ pub struct Database {
     wait: Duration,
     role: RoleUse,
     retry: Retry,
+    pooler: Pooler,
+}
+
+/// What sits between the service and PostgreSQL (`FEATUREPIPE_POOLER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pooler {
+    /// Nothing: PostgreSQL itself.
+    None,
+    /// A pooler in session mode (PgBouncer `pool_mode = session`): one
+    /// server connection per client connection, so everything works, but
+    /// it takes no startup options.
+    Session,
+    /// A pooler in transaction mode: each transaction may run on another
+    /// server connection, so no statement is named and nothing is set for
+    /// the session.
+    Transaction,
 }
 
 /// Which database role a handle's connections run as (`[auth] set_role`).
@@ -88,13 +113,15 @@ impl Database {
         size: usize,
         wait: Duration,
         statement_timeout: Duration,
+        pooler: Pooler,
     ) -> Result<Self, StartupError> {
         let mut config = tokio_postgres::Config::from_str(url).map_err(StartupError::BadUrl)?;
         if config.get_application_name().is_none() {
             // So that operators see the service's sessions in pg_stat_activity.
             config.application_name("featurepipe");
         }
-        if !statement_timeout.is_zero() {
+        let timeout_ms = statement_timeout.as_millis();
+        if !statement_timeout.is_zero() && pooler == Pooler::None {
             // Added to the URL's own options, not in place of them.
             let options = format!(
                 "{} -c statement_timeout={}",
@@ -110,7 +137,18 @@ impl Database {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let pool = Pool::builder(manager)
+        let mut builder = Pool::builder(manager);
+        if pooler == Pooler::Session && !statement_timeout.is_zero() {
+            // Poolers refuse startup options; in session mode the server
+            // connection is this one's for good, so a SET lasts as long.
+            builder = builder.post_create(Hook::async_fn(move |client, _| {
+                Box::pin(async move {
+                    let sql = format!("SET statement_timeout = {timeout_ms}");
+                    client.batch_execute(&sql).await.map_err(HookError::Backend)
+                })
+            }));
+        }
+        let pool = builder
             .max_size(size.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(wait))
@@ -122,7 +160,17 @@ impl Database {
             wait,
             role: RoleUse::Off,
             retry: Retry { retries: 0 },
+            pooler,
         })
+    }
+
+    /// How this database's statements are prepared: cached on the
+    /// connection, unless a transaction-mode pooler forbids naming them.
+    pub fn naming(&self) -> Naming {
+        match self.pooler {
+            Pooler::Transaction => Naming::Unnamed,
+            Pooler::None | Pooler::Session => Naming::Cached,
+        }
     }
 
     /// Run every request's SQL as a role chosen per request ([`Database::as_role`]).
@@ -217,6 +265,14 @@ impl Database {
             };
             match self.pool.timeout_get(&quick).await {
                 Ok(client) => break client,
+                // PgBouncer refuses the startup options a direct connection takes.
+                Err(PoolError::Backend(e))
+                    if e.as_db_error()
+                        .is_some_and(|d| d.message().contains("unsupported startup parameter")) =>
+                {
+                    let message = e.as_db_error().map_or("", |d| d.message()).to_owned();
+                    return Err(StartupError::Pooler(message));
+                }
                 Err(e) if started.elapsed() >= timeout => {
                     return Err(StartupError::Unreachable {
                         waited: started.elapsed(),
@@ -229,8 +285,9 @@ impl Database {
                 }
             }
         };
+        // Unnamed, as a transaction-mode pooler needs.
         let postgis = client
-            .query_opt(
+            .query_typed_opt(
                 "SELECT extversion FROM pg_extension WHERE extname = 'postgis'",
                 &[],
             )

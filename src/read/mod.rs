@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 
 use crate::catalog::Collection;
+use crate::db::statement::prepare;
 use crate::db::Database;
 use crate::error::ApiError;
 use crate::geometry::Crs;
@@ -100,7 +101,7 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     };
     let n = params.len();
     let select = format!(
-        "{}{filter} ORDER BY {order} LIMIT ${} OFFSET ${}",
+        "{}{filter} ORDER BY {order} LIMIT ${}::int8 OFFSET ${}::int8",
         sql::select_features(coll, &query.crs),
         n + 1,
         n + 2
@@ -110,8 +111,8 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
         coll.qualified_name()
     );
     let (select, count) = tokio::try_join!(
-        client.prepare_cached(&select),
-        client.prepare_cached(&count)
+        prepare(&client, &select, db.naming()),
+        prepare(&client, &count, db.naming())
     )
     .map_err(|e| read_error("preparing the items query", &e))?;
     let filter_params: Vec<&(dyn ToSql + Sync)> = params
@@ -123,8 +124,8 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     page_params.push(&query.offset);
     // Both queries are sent before either answer is read: one round trip.
     let (rows, total) = tokio::try_join!(
-        client.query(&select, &page_params),
-        client.query_one(&count, &filter_params)
+        select.query(&client, &page_params),
+        count.query_one(&client, &filter_params)
     )
     .map_err(|e| read_error("reading features", &e))?;
     Ok(Page {
@@ -144,11 +145,11 @@ pub async fn item(
         return Ok(None);
     };
     let client = db.connection().await?;
-    let statement = client
-        .prepare_cached(&format!("{} WHERE {key}", sql::select_features(coll, crs)))
+    let sql = format!("{} WHERE {key}", sql::select_features(coll, crs));
+    let statement = prepare(&client, &sql, db.naming())
         .await
         .map_err(|e| request_error("preparing the item query", &e))?;
-    match client.query_opt(&statement, &[&id]).await {
+    match statement.query_opt(&client, &[&id]).await {
         Ok(row) => Ok(row.map(StoredFeature::from)),
         // An id that cannot be a key of this type names no feature.
         Err(e) if e.code().is_some_and(|c| c.code().starts_with("22")) => Ok(None),
@@ -166,8 +167,11 @@ pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>
     } else {
         names.iter().map(|n| *n as &(dyn ToSql + Sync)).collect()
     };
-    let row = client
-        .query_one(&sql, &params)
+    let statement = prepare(&client, &sql, db.naming())
+        .await
+        .map_err(|e| request_error("preparing the extent query", &e))?;
+    let row = statement
+        .query_one(&client, &params)
         .await
         .map_err(|e| request_error("computing the extent", &e))?;
     let b: [Option<f64>; 4] = [row.get(0), row.get(1), row.get(2), row.get(3)];

@@ -96,7 +96,7 @@ pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> String {
     let g = col(coll, coll.geometry);
     let gc = coll.geometry_column();
     let env = format!(
-        "ST_MakeEnvelope(${n}, ${}, ${}, ${}, {srid})",
+        "ST_MakeEnvelope(${n}::float8, ${}::float8, ${}::float8, ${}::float8, {srid})",
         n + 1,
         n + 2,
         n + 3
@@ -130,7 +130,7 @@ pub fn extent(coll: &Collection) -> String {
         // Statistics of geography columns are not boxes in degrees.
         "NULL::box2d"
     } else {
-        "ST_EstimatedExtent($1, $2, $3)"
+        "ST_EstimatedExtent($1::text, $2::text, $3::text)"
     };
     format!(
         "SELECT ST_XMin(e), ST_YMin(e), ST_XMax(e), ST_YMax(e) FROM \

@@ -17,10 +17,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Error, Statement};
+use tokio_postgres::Error;
 use utoipa::ToSchema;
 
 use crate::catalog::Collection;
+use crate::db::statement::{prepare, Naming, Stmt};
 use crate::db::Database;
 use crate::error::{ApiError, FieldError};
 use crate::feature::value::SqlValue;
@@ -186,7 +187,7 @@ pub struct Session<'a> {
     keyed: Option<Keyed<'a>>,
     operations: &'a [Operation],
     steps: &'a [Step],
-    statements: Vec<Statement>,
+    statements: Vec<Stmt>,
     statement_of: Vec<usize>,
 }
 
@@ -201,10 +202,10 @@ pub async fn run(
 ) -> Result<SessionReport, ApiError> {
     let client = TxGuard::new(db.connection().await?);
     let statements = match idempotency {
-        Some(_) => Some(prepare_keyed(&client).await?),
+        Some(_) => Some(prepare_keyed(&client, db.naming()).await?),
         None => None,
     };
-    let mut session = Session::prepare(&client, operations, steps).await?;
+    let mut session = Session::prepare(&client, db.naming(), operations, steps).await?;
     session.keyed = idempotency
         .zip(statements.as_ref())
         .map(|(idem, statements)| Keyed { idem, statements });
@@ -302,6 +303,7 @@ impl<'a> Session<'a> {
     /// Prepare every distinct statement, all in one round trip (cached per connection).
     async fn prepare(
         client: &'a TxGuard,
+        naming: Naming,
         operations: &'a [Operation],
         steps: &'a [Step],
     ) -> Result<Session<'a>, ApiError> {
@@ -319,18 +321,10 @@ impl<'a> Session<'a> {
             .collect();
         // As for inserts: a bounded cache per connection, decided before any is added.
         let room = STATEMENT_CACHE_LIMIT.saturating_sub(client.statement_cache.size());
-        let prepares: Vec<Call<'_, Result<Statement, Error>>> = sqls
+        let prepares: Vec<Call<'_, Result<Stmt, Error>>> = sqls
             .iter()
             .enumerate()
-            .map(|(n, sql)| {
-                Box::pin(async move {
-                    if n < room {
-                        client.prepare_cached(sql).await
-                    } else {
-                        client.prepare(sql).await
-                    }
-                }) as Call<'_, _>
-            })
+            .map(|(n, sql)| Box::pin(prepare(client, sql, naming.within(room, n))) as Call<'_, _>)
             .collect();
         let mut calls = Calls::new(prepares);
         calls.send_all().await;
@@ -374,12 +368,12 @@ impl<'a> Session<'a> {
         let keyed = self.keyed.expect("claims are sent for keyed sessions only");
         let [expire, claim_key, _] = keyed.statements;
         if claim {
-            self.client
-                .execute(claim_key, &[&keyed.idem.key, &keyed.idem.hash])
+            claim_key
+                .execute(self.client, &[&keyed.idem.key, &keyed.idem.hash])
                 .await?;
         } else {
-            self.client
-                .execute(expire, &[&keyed.idem.ttl.as_secs_f64()])
+            expire
+                .execute(self.client, &[&keyed.idem.ttl.as_secs_f64()])
                 .await?;
         }
         Ok(Done::Control)
@@ -404,7 +398,7 @@ impl<'a> Session<'a> {
         // Every statement answers one row or raises; reading rows (not
         // `query_one`) keeps a surprise from becoming a client-side error
         // while the server's transaction goes on.
-        let rows = self.client.query(statement, &params).await?;
+        let rows = statement.query(self.client, &params).await?;
         let row = rows.first();
         Ok(match (&step.kind, row) {
             (StepKind::Insert(_), Some(row)) => Done::Key(row.get(0)),

@@ -114,7 +114,7 @@ pub struct Copy<'a> {
 enum Opened {
     Done,
     /// The answer to claiming the Idempotency-Key.
-    Claimed(Result<u64, Error>),
+    Claimed(Result<(), Error>),
     Keys(Ids),
     Sink(tokio_postgres::CopyInSink<bytes::Bytes>),
 }

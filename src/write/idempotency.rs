@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use crate::db::statement::prepare;
 use crate::db::Database;
 use crate::error::ApiError;
 use crate::write::dberror::request_error;
@@ -41,12 +42,14 @@ pub struct Stored {
 
 /// Forget expired keys (so that an expired key can be used again).
 pub const EXPIRE: &str =
-    "DELETE FROM featurepipe.idempotency WHERE created < now() - make_interval(secs => $1)";
+    "DELETE FROM featurepipe.idempotency WHERE created < now() - make_interval(secs => $1::float8)";
 /// Claim the key; a concurrent request with the same key waits, then fails (23505).
-pub const CLAIM: &str = "INSERT INTO featurepipe.idempotency (key, request_hash) VALUES ($1, $2)";
+pub const CLAIM: &str =
+    "INSERT INTO featurepipe.idempotency (key, request_hash) VALUES ($1::text, $2::text)";
 /// Store the response, in the transaction that wrote the rows.
 pub const STORE: &str = "UPDATE featurepipe.idempotency \
-     SET status = $2, body = $3, location = $4, headers = $5 WHERE key = $1";
+     SET status = $2::int4, body = $3::bytea, location = $4::text, headers = $5::jsonb \
+     WHERE key = $1::text";
 
 /// The hash a retry must match.
 pub fn request_hash(method: &str, path_and_query: &str, body: &[u8]) -> String {
@@ -62,14 +65,15 @@ pub fn request_hash(method: &str, path_and_query: &str, body: &[u8]) -> String {
 /// The stored response of `key`, if it has one that has not expired.
 pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<Stored>, ApiError> {
     let client = db.connection().await?;
-    let row = client
-        .query_opt(
-            "SELECT request_hash, status, body, location, headers FROM featurepipe.idempotency \
-              WHERE key = $1 AND created >= now() - make_interval(secs => $2) AND status IS NOT NULL",
-            &[&key, &ttl.as_secs_f64()],
-        )
+    let sql = "SELECT request_hash, status, body, location, headers FROM featurepipe.idempotency \
+                WHERE key = $1::text AND created >= now() - make_interval(secs => $2::float8) \
+                  AND status IS NOT NULL";
+    let failed = |e| request_error("looking up the idempotency key", &e);
+    let statement = prepare(&client, sql, db.naming()).await.map_err(failed)?;
+    let row = statement
+        .query_opt(&client, &[&key, &ttl.as_secs_f64()])
         .await
-        .map_err(|e| request_error("looking up the idempotency key", &e))?;
+        .map_err(failed)?;
     Ok(row.map(|r| Stored {
         hash: r.get(0),
         status: r.get::<_, i32>(1) as u16,

@@ -3,7 +3,9 @@
 //! Warm, a whole request costs one database round trip.
 
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Error, Statement};
+use tokio_postgres::Error;
+
+use crate::db::statement::{prepare, Stmt};
 
 use super::dberror::request_error;
 use super::pipeline::{Call, Calls};
@@ -109,7 +111,7 @@ impl Insert<'_> {
 
     /// BEGIN, one INSERT per feature, and COMMIT if `commit`: not sent until polled.
     /// An INSERT answers its key, or `None` when no row was inserted.
-    fn calls<'s>(&'s self, statements: &'s [Statement], commit: bool) -> Vec<Call<'s, Answer>> {
+    fn calls<'s>(&'s self, statements: &'s [Stmt], commit: bool) -> Vec<Call<'s, Answer>> {
         let mut calls: Vec<Call<'s, Answer>> = Vec::with_capacity(self.job.rows.len() + 2);
         calls.push(Box::pin(async move {
             self.job.client.batch_execute("BEGIN").await.map(|()| None)
@@ -125,9 +127,8 @@ impl Insert<'_> {
             let statement = &statements[row.shape];
             calls.push(Box::pin(async move {
                 let params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
-                self.job
-                    .client
-                    .query_opt(statement, &params)
+                statement
+                    .query_opt(self.job.client, &params)
                     .await
                     .map(|r| r.map(|r| r.get(0)))
             }));
@@ -145,20 +146,18 @@ impl Insert<'_> {
     /// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`]:
     /// clients whose features each leave out different properties would
     /// otherwise grow the cache (here and in the server) without bound.
-    async fn prepare(&self) -> Result<Vec<Statement>, ApiError> {
-        let prepares: Vec<Call<'_, Result<Statement, Error>>> = self
+    async fn prepare(&self) -> Result<Vec<Stmt>, ApiError> {
+        let room = STATEMENT_CACHE_LIMIT.saturating_sub(self.job.client.statement_cache.size());
+        let prepares: Vec<Call<'_, Result<Stmt, Error>>> = self
             .job
             .plan
             .shapes
             .iter()
-            .map(|shape| {
+            .enumerate()
+            .map(|(n, shape)| {
                 Box::pin(async move {
                     let sql = sql::insert(self.job.coll, shape, self.job.srid);
-                    if self.job.client.statement_cache.size() < STATEMENT_CACHE_LIMIT {
-                        self.job.client.prepare_cached(&sql).await
-                    } else {
-                        self.job.client.prepare(&sql).await
-                    }
+                    prepare(self.job.client, &sql, self.job.naming.within(room, n)).await
                 }) as Call<'_, _>
             })
             .collect();

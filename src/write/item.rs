@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use tokio_postgres::Statement;
+use crate::db::statement::{prepare, Stmt};
 
 use super::dberror::{feature_error, refusal, request_error};
 use super::guard::TxGuard;
@@ -59,7 +59,7 @@ fn item_error(coll: &Collection, err: &tokio_postgres::Error) -> ApiError {
 /// it; dropping it rolls both back, and the key is free again.
 pub struct KeyedItem {
     client: TxGuard,
-    statements: [Statement; 3],
+    statements: [Stmt; 3],
     idem: Idempotency,
 }
 
@@ -162,8 +162,8 @@ pub async fn create(
     let row = match keyed {
         Some(keyed) => {
             let params = params(&[&id], values);
-            let answer = match keyed.client.prepare_cached(&sql).await {
-                Ok(statement) => keyed.client.query_one(&statement, &params).await,
+            let answer = match prepare(&keyed.client, &sql, db.naming()).await {
+                Ok(statement) => statement.query_one(&keyed.client, &params).await,
                 Err(e) => Err(e),
             };
             answer.map_err(|e| item_error(coll, &e))?
@@ -198,9 +198,8 @@ async fn keyed_query_one(
     db.retry()
         .run(|| async {
             let client = TxGuard::new(db.connection().await?);
-            let statements = prepare_keyed(&client).await?;
-            let statement = client
-                .prepare_cached(sql)
+            let statements = prepare_keyed(&client, db.naming()).await?;
+            let statement = prepare(&client, sql, db.naming())
                 .await
                 .map_err(|e| item_error(coll, &e))?;
             client.set_open(true);
@@ -213,7 +212,7 @@ async fn keyed_query_one(
                 Box::pin(async { client.batch_execute("BEGIN").await.map(|()| None) }),
                 Box::pin(async { expire.await.map(|_| None) }),
                 Box::pin(async { claim.await.map(|_| None) }),
-                Box::pin(async { client.query_one(&statement, &params).await.map(Some) }),
+                Box::pin(async { statement.query_one(&client, &params).await.map(Some) }),
             ];
             let mut calls = Calls::new(calls);
             calls.send_all().await;
@@ -254,8 +253,8 @@ async fn query_one(
     db.retry()
         .run(|| async {
             let client = db.connection().await?;
-            let answer = match client.prepare_cached(sql).await {
-                Ok(statement) => client.query_one(&statement, &params).await,
+            let answer = match prepare(&client, sql, db.naming()).await {
+                Ok(statement) => statement.query_one(&client, &params).await,
                 Err(e) => Err(e),
             };
             answer.map_err(|e| item_error(coll, &e))

@@ -16,9 +16,9 @@ pub mod sql;
 use std::sync::Arc;
 
 use crate::catalog::Collection;
+use crate::db::statement::{prepare, Naming, Stmt};
 use crate::db::Database;
 use crate::error::{ApiError, FieldError};
-use tokio_postgres::Statement;
 
 use crate::feature::{FeatureRow, ParsedBody};
 use axum::http::StatusCode;
@@ -48,6 +48,8 @@ pub struct Job<'a> {
     pub srid: i32,
     /// The request's Idempotency-Key, claimed and answered in the transaction.
     pub idempotency: Option<Keyed<'a>>,
+    /// How its statements are prepared.
+    pub naming: Naming,
 }
 
 /// An Idempotency-Key with its statements prepared on the job's connection:
@@ -58,7 +60,7 @@ pub struct Keyed<'a> {
     /// The key.
     pub idem: &'a Idempotency,
     /// EXPIRE, CLAIM and STORE.
-    pub statements: &'a [Statement; 3],
+    pub statements: &'a [Stmt; 3],
 }
 
 /// How writes are carried out.
@@ -149,7 +151,7 @@ impl Request<'_> {
     async fn write(&self, db: &Database, options: WriteOptions) -> Result<WriteReport, ApiError> {
         let client = TxGuard::new(db.connection().await?);
         let keyed = match self.idempotency {
-            Some(_) => Some(prepare_keyed(&client).await?),
+            Some(_) => Some(prepare_keyed(&client, db.naming()).await?),
             None => None,
         };
         let wants_copy = match options.strategy {
@@ -168,10 +170,13 @@ impl Request<'_> {
                 .idempotency
                 .zip(keyed.as_ref())
                 .map(|(idem, statements)| Keyed { idem, statements }),
+            naming: db.naming(),
         };
-        // COPY has no per-statement pipelining to switch off: keep it to pipelined mode.
+        // COPY has no per-statement pipelining to switch off: keep it to
+        // pipelined mode; and it needs a named statement.
+        let copy_allowed = options.pipeline && db.naming() != Naming::Unnamed;
         match copy::copy_plan(self.coll, self.plan, self.srid)
-            .filter(|_| wants_copy && options.pipeline)
+            .filter(|_| wants_copy && copy_allowed)
         {
             Some(copy) => copy::Copy { job, copy }.run().await,
             None => {
@@ -187,11 +192,11 @@ impl Request<'_> {
 }
 
 /// Prepare EXPIRE, CLAIM and STORE (cached on the connection) in one round trip.
-pub(crate) async fn prepare_keyed(client: &TxGuard) -> Result<[Statement; 3], ApiError> {
+pub(crate) async fn prepare_keyed(client: &TxGuard, naming: Naming) -> Result<[Stmt; 3], ApiError> {
     let sqls = [idempotency::EXPIRE, idempotency::CLAIM, idempotency::STORE];
-    let calls: Vec<Call<'_, Result<Statement, tokio_postgres::Error>>> = sqls
+    let calls: Vec<Call<'_, Result<Stmt, tokio_postgres::Error>>> = sqls
         .iter()
-        .map(|sql| Box::pin(client.prepare_cached(sql)) as Call<'_, _>)
+        .map(|sql| Box::pin(prepare(client, sql, naming)) as Call<'_, _>)
         .collect();
     let mut calls = Calls::new(calls);
     calls.send_all().await;
@@ -206,12 +211,12 @@ pub(crate) async fn prepare_keyed(client: &TxGuard) -> Result<[Statement; 3], Ap
 pub(crate) fn claim_calls<'a>(
     keyed: Keyed<'a>,
     client: &'a TxGuard,
-) -> [Call<'a, Result<u64, tokio_postgres::Error>>; 2] {
+) -> [Call<'a, Result<(), tokio_postgres::Error>>; 2] {
     let [expire, claim, _] = keyed.statements;
     let idem = keyed.idem;
     [
-        Box::pin(async move { client.execute(expire, &[&idem.ttl.as_secs_f64()]).await }),
-        Box::pin(async move { client.execute(claim, &[&idem.key, &idem.hash]).await }),
+        Box::pin(async move { expire.execute(client, &[&idem.ttl.as_secs_f64()]).await }),
+        Box::pin(async move { claim.execute(client, &[&idem.key, &idem.hash]).await }),
     ]
 }
 
@@ -259,10 +264,9 @@ pub(crate) async fn store_response_and_commit(
     let (idem, store) = (keyed.idem, &keyed.statements[2]);
     let calls: Vec<Call<'_, Result<(), tokio_postgres::Error>>> = vec![
         Box::pin(async {
-            client
-                .execute(store, &[&idem.key, &status, &body, &location, &headers])
+            store
+                .execute(client, &[&idem.key, &status, &body, &location, &headers])
                 .await
-                .map(drop)
         }),
         Box::pin(async { client.batch_execute("COMMIT").await }),
     ];

@@ -15,6 +15,7 @@ mod idempotency;
 mod ogc_read;
 mod ogc_write;
 mod openapi;
+mod poolers;
 mod round_trips;
 mod sessions;
 mod settings;
