@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test soak bench bench-quick bench-parse build lint fmt openapi
+.PHONY: run test soak fuzz bench bench-quick bench-parse build lint fmt openapi
 
 run:
 	scripts/dev.sh
@@ -11,6 +11,10 @@ test:
 # (FEATUREPIPE_SOAK_CLIENTS, FEATUREPIPE_SOAK_SECS, FEATUREPIPE_SOAK_FAULTS=off).
 soak:
 	scripts/test.sh --test it -- soak --ignored --nocapture
+
+# The GeoJSON fuzz target for FUZZ_SECONDS (default 120) with libFuzzer.
+fuzz:
+	scripts/fuzz.sh
 
 bench:
 	scripts/bench.sh
