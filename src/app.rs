@@ -159,13 +159,16 @@ fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
 
 /// The HTTP API.
 pub fn router(state: AppState) -> Router {
+    crate::telemetry::recorder();
     let (routes, _) = api::openapi::routes().split_for_parts();
     routes
+        .route("/metrics", get(crate::telemetry::metrics))
         // The documentation page's vendored assets (not API operations).
         .route("/api/swagger-ui-bundle.js", get(api::openapi::swagger_js))
         .route("/api/swagger-ui.css", get(api::openapi::swagger_css))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(crate::telemetry::observe))
         .with_state(state)
 }
 

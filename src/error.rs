@@ -89,6 +89,9 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     report: Option<serde_json::Value>,
+    /// The request's id (`x-request-id`), to find its log lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
     #[serde(skip)]
     headers: Vec<(HeaderName, HeaderValue)>,
     /// The database rolled the transaction back for this reason: running it again may succeed.
@@ -109,6 +112,7 @@ impl ApiError {
             total_errors: None,
             batches: None,
             report: None,
+            request_id: None,
             headers: Vec::new(),
             conflict: None,
         }))
@@ -218,7 +222,8 @@ impl std::error::Error for ApiError {}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let problem = *self.0;
+        let mut problem = *self.0;
+        problem.request_id = crate::telemetry::request_id();
         if problem.http_status.is_server_error() {
             tracing::error!(status = %problem.http_status, detail = %problem.detail, "request failed");
         }

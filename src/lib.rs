@@ -14,6 +14,7 @@ pub mod geometry;
 pub mod proxy;
 pub mod read;
 pub mod session;
+pub mod telemetry;
 pub mod write;
 
 use std::future::Future;

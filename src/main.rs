@@ -74,12 +74,18 @@ fn main() -> ExitCode {
 }
 
 async fn run() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("featurepipe=info,warn")),
-        )
-        .init();
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("featurepipe=info,warn"));
+    // JSON lines for log collectors; each carries its request's span (id, route).
+    match std::env::var("FEATUREPIPE_LOG_FORMAT").as_deref() {
+        Ok("json") => tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_env_filter(filter)
+            .init(),
+        _ => tracing_subscriber::fmt().with_env_filter(filter).init(),
+    }
     let result = match Cli::parse().command {
         Command::Serve(config) => serve(*config).await,
         Command::Migrate(args) => migrate_only(args).await,

@@ -201,6 +201,11 @@ impl Database {
         self.retry
     }
 
+    /// The pool's connections: how many, how many are free, how many wait.
+    pub fn pool_status(&self) -> deadpool_postgres::Status {
+        self.pool.status()
+    }
+
     /// Take a connection, waiting at most the configured time: 503 otherwise.
     pub async fn connection(&self) -> Result<Object, ApiError> {
         let client = self.pool.get().await.map_err(|e| match e {
@@ -231,6 +236,7 @@ impl Database {
             Some(role) => format!("SET ROLE {}", quote_ident(role)),
             None => "RESET ROLE".to_owned(),
         };
+        crate::telemetry::round_trip();
         client
             .batch_execute(&sql)
             .await

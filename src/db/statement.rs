@@ -45,6 +45,40 @@ impl Naming {
 
 /// Get `sql` ready on `client`: a round trip unless it is cached or unnamed.
 pub async fn prepare(client: &ClientWrapper, sql: &str, naming: Naming) -> Result<Stmt, Error> {
+    let before = client.statement_cache.size();
+    let statement = prepare_in_flight(client, sql, naming).await?;
+    count_preparing(client, before, naming);
+    Ok(statement)
+}
+
+/// Two statements got ready in one flight.
+pub async fn prepare_both(
+    client: &ClientWrapper,
+    (first, second): (&str, &str),
+    naming: Naming,
+) -> Result<(Stmt, Stmt), Error> {
+    let before = client.statement_cache.size();
+    let both = tokio::try_join!(
+        prepare_in_flight(client, first, naming),
+        prepare_in_flight(client, second, naming)
+    )?;
+    count_preparing(client, before, naming);
+    Ok(both)
+}
+
+/// Preparing cost a round trip when a statement was new to the connection.
+fn count_preparing(client: &ClientWrapper, cached_before: usize, naming: Naming) {
+    if naming == Naming::Once || client.statement_cache.size() > cached_before {
+        crate::telemetry::round_trip();
+    }
+}
+
+/// [`prepare`], as one call of a pipelined flight (which counts its round trip).
+pub async fn prepare_in_flight(
+    client: &ClientWrapper,
+    sql: &str,
+    naming: Naming,
+) -> Result<Stmt, Error> {
     match naming {
         Naming::Cached => Ok(Stmt::Named(client.prepare_cached(sql).await?)),
         Naming::Once => Ok(Stmt::Named(client.prepare(sql).await?)),
@@ -53,7 +87,7 @@ pub async fn prepare(client: &ClientWrapper, sql: &str, naming: Naming) -> Resul
 }
 
 impl Stmt {
-    /// Every row it answers.
+    /// Every row it answers (one round trip, unless pipelined with others).
     pub async fn query(
         &self,
         client: &Client,

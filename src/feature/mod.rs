@@ -353,6 +353,8 @@ impl<'a> Validator<'a> {
     }
 
     fn error(&mut self, feature: usize, pointer: String, code: &str, message: impl Into<String>) {
+        metrics::counter!("featurepipe_validation_errors_total", "code" => code.to_owned())
+            .increment(1);
         self.total += 1;
         self.malformed |= code == MALFORMED;
         if self.last_at_fault != Some(feature) {

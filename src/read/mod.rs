@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 
 use crate::catalog::Collection;
-use crate::db::statement::prepare;
+use crate::db::statement::{prepare, prepare_both};
 use crate::db::Database;
 use crate::error::ApiError;
 use crate::geometry::Crs;
@@ -110,11 +110,9 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
         "SELECT count(*) FROM {} AS t{filter}",
         coll.qualified_name()
     );
-    let (select, count) = tokio::try_join!(
-        prepare(&client, &select, db.naming()),
-        prepare(&client, &count, db.naming())
-    )
-    .map_err(|e| read_error("preparing the items query", &e))?;
+    let (select, count) = prepare_both(&client, (&select, &count), db.naming())
+        .await
+        .map_err(|e| read_error("preparing the items query", &e))?;
     let filter_params: Vec<&(dyn ToSql + Sync)> = params
         .iter()
         .map(|p| p.as_ref() as &(dyn ToSql + Sync))
@@ -123,6 +121,7 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     page_params.push(&query.limit);
     page_params.push(&query.offset);
     // Both queries are sent before either answer is read: one round trip.
+    crate::telemetry::round_trip();
     let (rows, total) = tokio::try_join!(
         select.query(&client, &page_params),
         count.query_one(&client, &filter_params)
@@ -149,6 +148,7 @@ pub async fn item(
     let statement = prepare(&client, &sql, db.naming())
         .await
         .map_err(|e| request_error("preparing the item query", &e))?;
+    crate::telemetry::round_trip();
     match statement.query_opt(&client, &[&id]).await {
         Ok(row) => Ok(row.map(StoredFeature::from)),
         // An id that cannot be a key of this type names no feature.
@@ -170,6 +170,7 @@ pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>
     let statement = prepare(&client, &sql, db.naming())
         .await
         .map_err(|e| request_error("preparing the extent query", &e))?;
+    crate::telemetry::round_trip();
     let row = statement
         .query_one(&client, &params)
         .await

@@ -21,7 +21,7 @@ use tokio_postgres::Error;
 use utoipa::ToSchema;
 
 use crate::catalog::Collection;
-use crate::db::statement::{prepare, Naming, Stmt};
+use crate::db::statement::{prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
 use crate::error::{ApiError, FieldError};
 use crate::feature::value::SqlValue;
@@ -324,7 +324,9 @@ impl<'a> Session<'a> {
         let prepares: Vec<Call<'_, Result<Stmt, Error>>> = sqls
             .iter()
             .enumerate()
-            .map(|(n, sql)| Box::pin(prepare(client, sql, naming.within(room, n))) as Call<'_, _>)
+            .map(|(n, sql)| {
+                Box::pin(prepare_in_flight(client, sql, naming.within(room, n))) as Call<'_, _>
+            })
             .collect();
         let mut calls = Calls::new(prepares);
         calls.send_all().await;

@@ -70,6 +70,7 @@ pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<St
                   AND status IS NOT NULL";
     let failed = |e| request_error("looking up the idempotency key", &e);
     let statement = prepare(&client, sql, db.naming()).await.map_err(failed)?;
+    crate::telemetry::round_trip();
     let row = statement
         .query_opt(&client, &[&key, &ttl.as_secs_f64()])
         .await

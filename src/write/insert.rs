@@ -5,7 +5,7 @@
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Error;
 
-use crate::db::statement::{prepare, Stmt};
+use crate::db::statement::{prepare_in_flight, Stmt};
 
 use super::dberror::request_error;
 use super::pipeline::{Call, Calls};
@@ -157,7 +157,7 @@ impl Insert<'_> {
             .map(|(n, shape)| {
                 Box::pin(async move {
                     let sql = sql::insert(self.job.coll, shape, self.job.srid);
-                    prepare(self.job.client, &sql, self.job.naming.within(room, n)).await
+                    prepare_in_flight(self.job.client, &sql, self.job.naming.within(room, n)).await
                 }) as Call<'_, _>
             })
             .collect();

@@ -163,7 +163,10 @@ pub async fn create(
         Some(keyed) => {
             let params = params(&[&id], values);
             let answer = match prepare(&keyed.client, &sql, db.naming()).await {
-                Ok(statement) => statement.query_one(&keyed.client, &params).await,
+                Ok(statement) => {
+                    crate::telemetry::round_trip();
+                    statement.query_one(&keyed.client, &params).await
+                }
                 Err(e) => Err(e),
             };
             answer.map_err(|e| item_error(coll, &e))?
@@ -254,7 +257,10 @@ async fn query_one(
         .run(|| async {
             let client = db.connection().await?;
             let answer = match prepare(&client, sql, db.naming()).await {
-                Ok(statement) => statement.query_one(&client, &params).await,
+                Ok(statement) => {
+                    crate::telemetry::round_trip();
+                    statement.query_one(&client, &params).await
+                }
                 Err(e) => Err(e),
             };
             answer.map_err(|e| item_error(coll, &e))

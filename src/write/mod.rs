@@ -16,9 +16,10 @@ pub mod sql;
 use std::sync::Arc;
 
 use crate::catalog::Collection;
-use crate::db::statement::{prepare, Naming, Stmt};
+use crate::db::statement::{prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
 use crate::error::{ApiError, FieldError};
+use crate::write::report::BatchStatus;
 
 use crate::feature::{FeatureRow, ParsedBody};
 use axum::http::StatusCode;
@@ -119,7 +120,7 @@ pub async fn write_features(
             batches: Vec::new(),
         });
     }
-    tokio::spawn(async move {
+    tokio::spawn(crate::telemetry::carried(async move {
         let plan = plan::plan(shapes, &rows, options.limits);
         let request = Request {
             coll: &coll,
@@ -130,10 +131,42 @@ pub async fn write_features(
             idempotency: idempotency.as_ref(),
         };
         // One transaction, rolled back whole on a conflict: safe to run again.
-        db.retry().run(|| request.write(&db, options)).await
-    })
+        let report = db.retry().run(|| request.write(&db, options)).await?;
+        record_written(&coll.id, &report);
+        Ok(report)
+    }))
     .await
     .map_err(|e| ApiError::internal(format!("the write task failed: {e}")))?
+}
+
+/// The metrics and log lines of a write: features written, and each batch
+/// (in a span of its own, with its time on the database) by outcome.
+fn record_written(collection: &str, report: &WriteReport) {
+    let written: usize = report
+        .batches
+        .iter()
+        .filter(|b| b.status == BatchStatus::Committed)
+        .map(|b| b.count)
+        .sum();
+    metrics::counter!("featurepipe_features_written_total", "collection" => collection.to_owned())
+        .increment(written as u64);
+    for batch in &report.batches {
+        let span = tracing::info_span!(
+            "batch",
+            index = batch.index,
+            first_feature = batch.first_feature,
+            count = batch.count,
+            status = batch.status.name(),
+            db_ms = batch.db_ms
+        );
+        span.in_scope(|| tracing::debug!(collection, "batch written"));
+        metrics::counter!(
+            "featurepipe_batches_total",
+            "collection" => collection.to_owned(),
+            "status" => batch.status.name()
+        )
+        .increment(1);
+    }
 }
 
 /// What [`write_features`] writes, borrowed for each attempt.
@@ -196,7 +229,7 @@ pub(crate) async fn prepare_keyed(client: &TxGuard, naming: Naming) -> Result<[S
     let sqls = [idempotency::EXPIRE, idempotency::CLAIM, idempotency::STORE];
     let calls: Vec<Call<'_, Result<Stmt, tokio_postgres::Error>>> = sqls
         .iter()
-        .map(|sql| Box::pin(prepare(client, sql, naming)) as Call<'_, _>)
+        .map(|sql| Box::pin(prepare_in_flight(client, sql, naming)) as Call<'_, _>)
         .collect();
     let mut calls = Calls::new(calls);
     calls.send_all().await;

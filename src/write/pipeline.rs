@@ -14,6 +14,8 @@ pub struct Calls<'a, T> {
     /// Answers that arrived while sending (only errors do, e.g. a closed connection).
     early: Vec<Option<T>>,
     next: usize,
+    /// Everything was sent at once: the answers cost one round trip in all.
+    sent: bool,
 }
 
 impl<'a, T> Calls<'a, T> {
@@ -24,6 +26,7 @@ impl<'a, T> Calls<'a, T> {
             calls: calls.into_iter(),
             early,
             next: 0,
+            sent: false,
         }
     }
 
@@ -33,6 +36,7 @@ impl<'a, T> Calls<'a, T> {
     /// polling each once, in order, fixes the order on the wire (BEGIN
     /// first, COMMIT last) rather than leaving it to a scheduler.
     pub async fn send_all(&mut self) {
+        self.sent = true;
         let calls = self.calls.as_mut_slice();
         let early = &mut self.early[self.next..];
         poll_fn(|cx| {
@@ -46,6 +50,11 @@ impl<'a, T> Calls<'a, T> {
             Poll::Ready(())
         })
         .await;
+        // A flight costs a round trip unless every answer was at hand
+        // (statements already prepared on the connection).
+        if self.early[self.next..].iter().any(Option::is_none) {
+            crate::telemetry::round_trip();
+        }
     }
 
     /// The answer to the next request (sending it first if it was not sent yet).
@@ -55,7 +64,13 @@ impl<'a, T> Calls<'a, T> {
         self.next += 1;
         Some(match early {
             Some(answer) => answer,
-            None => call.await,
+            None => {
+                if !self.sent {
+                    // Not sent with the others (pipelining off): its own round trip.
+                    crate::telemetry::round_trip();
+                }
+                call.await
+            }
         })
     }
 }

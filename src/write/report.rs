@@ -21,6 +21,18 @@ pub enum BatchStatus {
     Unknown,
 }
 
+impl BatchStatus {
+    /// The name reports and metrics use.
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchStatus::Committed => "committed",
+            BatchStatus::RolledBack => "rolled_back",
+            BatchStatus::NotAttempted => "not_attempted",
+            BatchStatus::Unknown => "unknown",
+        }
+    }
+}
+
 /// A contiguous run of features that were not written without being at fault.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, ToSchema)]
 pub struct FeatureRun {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{collection, config, connect, point, OwnCluster, TestApp, TestDb};
+use crate::support::{
+    collection, config, connect, http, point, OwnCluster, ServiceProcess, TestApp, TestDb,
+};
 
 #[tokio::test]
 async fn backend_terminated_mid_request() {
@@ -61,56 +63,14 @@ async fn backend_terminated_mid_request() {
     }
 }
 
-/// One HTTP/1.1 exchange over a fresh connection: (status, body).
-async fn http(addr: &str, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).await?;
-    s.write_all(body.as_bytes()).await?;
-    let mut response = String::new();
-    s.read_to_string(&mut response).await?;
-    let status = response
-        .get(9..12)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((status, response))
-}
-
 #[tokio::test]
 async fn sigterm_lets_requests_in_flight_finish() {
     let app =
         TestApp::new("CREATE TABLE big (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))")
             .await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_featurepipe"))
-        .arg("serve")
-        .env("DATABASE_URL", &app.db.url)
-        .env("FEATUREPIPE_LISTEN", &addr)
-        .env("FEATUREPIPE_WRITE_STRATEGY", "insert")
-        .env("FEATUREPIPE_AUTH", "off")
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut ready = false;
-    for _ in 0..200 {
-        if let Ok((200, _)) = http(&addr, "GET", "/readyz", "").await {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ready, "the service did not start");
+    let service =
+        ServiceProcess::start(&app.db.url, &[("FEATUREPIPE_WRITE_STRATEGY", "insert")]).await;
+    let (addr, mut child) = (service.addr.clone(), service.child);
     let body = collection(
         (0..20_000)
             .map(|i| point(0.0, 0.0, json!({"n": i})))

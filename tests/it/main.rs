@@ -21,6 +21,7 @@ mod sessions;
 mod settings;
 mod soak;
 mod support;
+mod telemetry;
 mod types;
 mod validation;
 mod write_path;

@@ -402,3 +402,67 @@ pub async fn run(program: &str, args: &[&str]) -> std::process::Output {
         .await
         .unwrap_or_else(|e| panic!("{program} cannot be run ({e}); `make test` installs it"))
 }
+
+/// One HTTP/1.1 exchange over a fresh connection: (status, body).
+pub async fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body.as_bytes()).await?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).await?;
+    let status = response
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, response))
+}
+
+/// The service's binary on a free port, on the database at `db_url`, with
+/// authentication off and `env` set; killed when dropped.
+pub struct ServiceProcess {
+    /// `127.0.0.1:port`
+    pub addr: String,
+    /// The process (its stdout is piped, for tests of what it logs).
+    pub child: tokio::process::Child,
+}
+
+impl ServiceProcess {
+    /// Start it and wait until it answers `/readyz`.
+    pub async fn start(db_url: &str, env: &[(&str, &str)]) -> ServiceProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_featurepipe"))
+            .arg("serve")
+            .env("DATABASE_URL", db_url)
+            .env("FEATUREPIPE_LISTEN", &addr)
+            .env("FEATUREPIPE_AUTH", "off")
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        for _ in 0..200 {
+            if let Ok((200, _)) = http(&addr, "GET", "/readyz", "").await {
+                return ServiceProcess { addr, child };
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the service did not start");
+    }
+}
