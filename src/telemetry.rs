@@ -108,7 +108,12 @@ pub async fn observe(req: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map_or("unmatched", |p| p.as_str())
         .to_owned();
-    let method = req.method().to_string();
+    // Only the standard methods: any other string would make a new series.
+    let method = match req.method().as_str() {
+        m @ ("GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS") => m,
+        _ => "other",
+    }
+    .to_owned();
     let span = tracing::info_span!(
         "request",
         id = id.to_str().unwrap_or_default(),

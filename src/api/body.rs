@@ -9,6 +9,7 @@ use serde_json::Value;
 use axum::response::{IntoResponse, Response};
 
 use crate::app::AppState;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::session::Mode;
 use crate::write::idempotency::{lookup, request_hash, Idempotency, Stored};
@@ -176,6 +177,7 @@ pub enum KeyUse {
 /// and query, with `body`): replay its stored response, or write under it.
 pub async fn idempotency(
     state: &AppState,
+    caller: &Caller,
     headers: &HeaderMap,
     (method, target): (&str, &str),
     body: &[u8],
@@ -184,6 +186,9 @@ pub async fn idempotency(
     let Some(key) = idempotency_key(headers)? else {
         return Ok(KeyUse::Write(None));
     };
+    // Keys are the caller's own: another caller's key, the same or not, is
+    // another key, and its response is never theirs.
+    let key = caller.own_key(&key);
     let hash = request_hash(method, target, body);
     if let Some(stored) = lookup(&state.db, &key, state.idempotency_ttl).await? {
         return replay(stored, &hash).map(KeyUse::Replay);
@@ -232,16 +237,16 @@ fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
         ));
     }
     let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
-    let mut response = (
-        status,
-        [(
+    let has_body = !stored.body.is_empty();
+    let mut response = (status, stored.body).into_response();
+    let h = response.headers_mut();
+    if has_body {
+        // Reports are JSON; a stored Content-Type below says otherwise.
+        h.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
-        )],
-        stored.body,
-    )
-        .into_response();
-    let h = response.headers_mut();
+        );
+    }
     h.insert("idempotent-replayed", HeaderValue::from_static("true"));
     if let Some(location) = stored.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
         h.insert(header::LOCATION, location);

@@ -14,8 +14,8 @@ use super::model::Feature;
 use super::query_pairs;
 use super::representation::{
     check_writable, client_keys, created, feature_response, item_allow, options_response,
-    precondition, precondition_failed, reading, set_preference_applied, unknown_feature, Return,
-    FEATURE_TYPES, PATCH_TYPES,
+    precondition, precondition_failed, reading, set_preference_applied, unknown_feature,
+    within_reading_rights, Return, FEATURE_TYPES, PATCH_TYPES,
 };
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -167,12 +167,20 @@ async fn item_key(
     (coll, id): (&Collection, &str),
     body: &[u8],
 ) -> Result<KeyUse, ApiError> {
-    let target = caller.keyed_target(&format!(
+    let target = format!(
         "/collections/{}/items/{}",
         percent_encode(&coll.id),
         percent_encode(id)
-    ));
-    idempotency(state, headers, (method, &target), body, Mode::Atomic).await
+    );
+    idempotency(
+        state,
+        caller,
+        headers,
+        (method, &target),
+        body,
+        Mode::Atomic,
+    )
+    .await
 }
 
 /// Validate a PUT or PATCH and make the change, if its preconditions hold.
@@ -237,6 +245,7 @@ pub async fn put(
     body: Body,
 ) -> Result<Response, ApiError> {
     let (coll, state) = for_writing(&state, &caller, &collection_id)?;
+    let headers = within_reading_rights(headers, caller.can_read(&coll.id));
     let feature = (coll.as_ref(), id.as_str());
     let attempt =
         replace_or_update(&state, &caller, feature, &headers, body, Purpose::Replace).await?;
@@ -282,6 +291,7 @@ pub async fn patch(
     body: Body,
 ) -> Result<Response, ApiError> {
     let (coll, state) = for_writing(&state, &caller, &collection_id)?;
+    let headers = within_reading_rights(headers, caller.can_read(&coll.id));
     let feature = (coll.as_ref(), id.as_str());
     let attempt =
         replace_or_update(&state, &caller, feature, &headers, body, Purpose::Patch).await?;
@@ -341,7 +351,7 @@ pub async fn options(
     caller: Caller,
     Path((collection_id, _id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = caller.to_see(&state, &collection_id)?;
     let accepts = ("accept-patch", "application/merge-patch+json");
     let allow = item_allow(&coll, &caller);
     Ok(options_response(

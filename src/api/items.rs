@@ -14,7 +14,7 @@ use super::model::{FeatureCollection, FeatureOrCollection};
 use super::query_pairs;
 use super::representation::{
     check_writable, created, item_path, items_allow, options_response, reading, set_content_crs,
-    set_location, set_preference_applied, Return, FEATURE_TYPES, GEOJSON,
+    set_location, set_preference_applied, within_reading_rights, Return, FEATURE_TYPES, GEOJSON,
 };
 use super::transactions;
 use crate::app::AppState;
@@ -128,6 +128,7 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.to_write(&caller, &collection_id)?;
+    let headers = within_reading_rights(headers, caller.can_read(&coll.id));
     let mode = transactions::mode(query.as_deref(), true)?;
     check_writable(&coll, items_allow(&coll, &caller))?;
     let state = state.for_caller(&caller);
@@ -137,11 +138,12 @@ pub async fn create(
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
     let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
-    let target = caller.keyed_target(&format!(
+    let target = format!(
         "/collections/{collection_id}/items?{}",
         query.as_deref().unwrap_or("")
-    ));
-    let idempotency = match idempotency(&state, &headers, ("POST", &target), &body, mode).await? {
+    );
+    let key = idempotency(&state, &caller, &headers, ("POST", &target), &body, mode).await?;
+    let idempotency = match key {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(idempotency) => idempotency,
     };
@@ -203,7 +205,7 @@ pub async fn options(
     caller: Caller,
     Path(collection_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let coll = state.collection(&collection_id)?;
+    let coll = caller.to_see(&state, &collection_id)?;
     let accepts = ("accept-post", "application/geo+json, application/json");
     let allow = items_allow(&coll, &caller);
     Ok(options_response(

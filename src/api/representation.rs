@@ -142,6 +142,28 @@ impl Return {
     }
 }
 
+/// The request's headers as far as a caller who may not read the collection
+/// may have them: `Prefer: return=representation` becomes `return=minimal`,
+/// so that a write-only credential is not answered with the stored feature.
+pub fn within_reading_rights(mut headers: HeaderMap, may_read: bool) -> HeaderMap {
+    if may_read {
+        return headers;
+    }
+    let prefer: Vec<HeaderValue> = headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| {
+            HeaderValue::from_str(&v.replace("return=representation", "return=minimal")).ok()
+        })
+        .collect();
+    headers.remove("prefer");
+    for value in prefer {
+        headers.append("prefer", value);
+    }
+    headers
+}
+
 /// How the body of a write is read: its `Content-Crs`, and `Prefer:
 /// handling=lenient` (unknown properties ignored) or `strict` (the default).
 pub fn reading(

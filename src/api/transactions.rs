@@ -11,7 +11,7 @@ use super::model::SessionBody;
 use super::query_pairs;
 use crate::app::AppState;
 use crate::auth::Caller;
-use crate::error::{ApiError, FieldError, Problem};
+use crate::error::{ApiError, Problem};
 use crate::read::params::{check_format, unknown_parameter};
 use crate::session::report::SessionReport;
 use crate::session::{self, input, Mode, Operation, Step};
@@ -114,29 +114,22 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     let mode = mode(query.as_deref(), false)?;
+    // Nothing of the body is read for a caller who may write nothing.
+    caller.check_write_any()?;
     let state = state.for_caller(&caller);
     check_content_type(&headers, &["application/json"])?;
     let body = read_body(&headers, body, state.max_body, state.upload_timeout).await?;
-    let target = caller.keyed_target(&format!("/transactions?{}", query.as_deref().unwrap_or("")));
-    let idempotency = match idempotency(&state, &headers, ("POST", &target), &body, mode).await? {
+    let target = format!("/transactions?{}", query.as_deref().unwrap_or(""));
+    let key = idempotency(&state, &caller, &headers, ("POST", &target), &body, mode).await?;
+    let idempotency = match key {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(idempotency) => idempotency,
     };
-    let parse_state = state.clone();
-    let (operations, steps) =
-        tokio::task::spawn_blocking(move || input::parse(&parse_state, &body, mode == Mode::Skip))
-            .await
-            .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
-    for (i, op) in operations.iter().enumerate() {
-        caller.check_write(&op.collection).map_err(|e| {
-            let pointer = format!("/operations/{i}/collection");
-            let problem = FieldError::new(0, pointer, "forbidden", e.detail());
-            e.with_errors(vec![FieldError {
-                operation: Some(i),
-                feature: None,
-                ..problem
-            }])
-        })?;
-    }
+    let (parse_state, parse_caller) = (state.clone(), caller.clone());
+    let (operations, steps) = tokio::task::spawn_blocking(move || {
+        input::parse(&parse_state, &parse_caller, &body, mode == Mode::Skip)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
     answer(&state, &operations, &steps, mode, idempotency.as_ref()).await
 }

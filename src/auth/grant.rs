@@ -56,6 +56,11 @@ impl Grant {
         self.write.iter().any(|p| matches(p, id))
     }
 
+    /// Whether some collection may be written.
+    pub fn writes_any(&self) -> bool {
+        !self.write.is_empty()
+    }
+
     /// Whether it grants anything at all.
     pub fn is_empty(&self) -> bool {
         self.read.is_empty() && self.write.is_empty()

@@ -29,6 +29,8 @@ pub struct Auth {
     anonymous: Grant,
     /// Run each request's SQL as the credential's database role.
     set_role: bool,
+    /// With `set_role`: the role of callers without credentials.
+    anonymous_role: Option<String>,
 }
 
 /// What one API key is.
@@ -43,6 +45,9 @@ struct Credential {
 pub struct Caller {
     /// The API key's name or the token's subject; `None` when anonymous.
     pub name: Option<String>,
+    /// Whose Idempotency-Keys these are: the kind of credential and its
+    /// name (a token without a subject: the token itself).
+    owner: Option<String>,
     grant: Grant,
     /// The database role the request's SQL runs as, when `set_role` is on.
     pub role: Option<String>,
@@ -67,6 +72,15 @@ impl Auth {
         }
         let anonymous =
             Grant::parse(&settings.auth.anonymous).map_err(|e| format!("auth.anonymous: {e}"))?;
+        let auth = &settings.auth;
+        if auth.set_role && !anonymous.is_empty() && auth.anonymous_role.is_none() {
+            return Err(
+                "[auth] set_role with anonymous rights needs anonymous_role: \
+                        otherwise callers without credentials would run as the service's \
+                        own role, past row-level security"
+                    .into(),
+            );
+        }
         if enabled && keys.is_empty() && jwt.is_none() && anonymous.is_empty() {
             return Err("authentication is on but nobody could do anything: add [api_keys] to \
                         the settings file, set FEATUREPIPE_JWT_SECRET or FEATUREPIPE_JWT_PUBLIC_KEY, \
@@ -79,6 +93,7 @@ impl Auth {
             jwt,
             anonymous,
             set_role: settings.auth.set_role,
+            anonymous_role: settings.auth.anonymous_role.clone(),
         })
     }
 
@@ -92,6 +107,7 @@ impl Auth {
         if !self.enabled {
             return Ok(Caller {
                 name: None,
+                owner: None,
                 grant: Grant::everything(),
                 role: None,
             });
@@ -99,31 +115,43 @@ impl Auth {
         let Some(presented) = presented(headers)? else {
             return Ok(Caller {
                 name: None,
+                owner: None,
                 grant: self.anonymous.clone(),
-                role: None,
+                role: self.anonymous_role(),
             });
         };
-        let (name, grant, role) = if presented.matches('.').count() == 2 {
+        let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let (name, owner, grant, role) = if presented.matches('.').count() == 2 {
             let jwt = self.jwt.as_ref().ok_or_else(|| {
                 unauthorized("bearer tokens are not accepted here (no JWT key is configured)")
             })?;
             let claims = jwt.verify(presented).map_err(|e| unauthorized(&e))?;
+            let owner = match &claims.sub {
+                Some(sub) => format!("jwt:{sub}"),
+                None => format!("token:{}", hex(&hash)),
+            };
             let name = claims.sub.unwrap_or_else(|| "the bearer token".into());
-            (Some(name), claims.grant, claims.role)
+            (name, owner, claims.grant, claims.role)
         } else {
-            let hash: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
             let key = self
                 .keys
                 .get(&hash)
                 .ok_or_else(|| unauthorized("the API key is not known"))?;
-            (Some(key.name.clone()), key.grant.clone(), key.role.clone())
+            let owner = format!("key:{}", key.name);
+            (key.name.clone(), owner, key.grant.clone(), key.role.clone())
         };
         Ok(Caller {
-            name,
+            name: Some(name),
+            owner: Some(owner),
             // What anyone may do, a credential may do too.
             grant: grant.union(&self.anonymous),
             role: role.filter(|_| self.set_role),
         })
+    }
+
+    /// The role of callers without credentials, when roles are on.
+    fn anonymous_role(&self) -> Option<String> {
+        self.anonymous_role.clone().filter(|_| self.set_role)
     }
 }
 
@@ -148,13 +176,30 @@ impl Caller {
         self.check(self.can_write(id), "write", id)
     }
 
-    /// A request target made the caller's own, for Idempotency-Key hashes:
-    /// one caller cannot replay another's response.
-    pub fn keyed_target(&self, target: &str) -> String {
-        match &self.name {
-            Some(name) => format!("{name} {target}"),
-            None => target.to_owned(),
+    /// An Idempotency-Key made the caller's own, as it is stored.
+    pub fn own_key(&self, key: &str) -> String {
+        match &self.owner {
+            Some(owner) => format!("{owner}\u{1f}{key}"),
+            None => key.to_owned(),
         }
+    }
+
+    /// The collection if the caller may read or write it (for OPTIONS):
+    /// else 401/403 before anything is said of whether it exists.
+    pub fn to_see(
+        &self,
+        state: &AppState,
+        id: &str,
+    ) -> Result<std::sync::Arc<crate::catalog::Collection>, ApiError> {
+        if !self.can_write(id) {
+            self.check_read(id)?;
+        }
+        state.collection(id)
+    }
+
+    /// 401 (anonymous) or 403 unless some collection may be written.
+    pub fn check_write_any(&self) -> Result<(), ApiError> {
+        self.check(self.grant.writes_any(), "write", "any collection")
     }
 
     fn check(&self, allowed: bool, what: &str, id: &str) -> Result<(), ApiError> {

@@ -78,13 +78,22 @@ impl JwtKeys {
         }
         .ok_or_else(|| format!("tokens signed with {:?} are not accepted", header.alg))?;
         let mut validation = Validation::new(header.alg);
+        validation.validate_nbf = true;
+        // A configured audience or issuer must be in the token, not merely
+        // match when present.
+        let mut required = vec!["exp"];
         match &self.audience {
-            Some(aud) => validation.set_audience(&[aud]),
+            Some(aud) => {
+                validation.set_audience(&[aud]);
+                required.push("aud");
+            }
             None => validation.validate_aud = false,
         }
         if let Some(iss) = &self.issuer {
             validation.set_issuer(&[iss]);
+            required.push("iss");
         }
+        validation.set_required_spec_claims(&required);
         let raw = decode::<Raw>(token, key, &validation)
             .map_err(|e| format!("the token is not valid: {e}"))?
             .claims;

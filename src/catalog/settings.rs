@@ -56,6 +56,9 @@ pub struct AuthSettings {
     /// Run each request's SQL as the credential's database role (`SET ROLE`).
     #[serde(default)]
     pub set_role: bool,
+    /// With `set_role`: the database role of callers without credentials
+    /// (needed when `anonymous` grants anything).
+    pub anonymous_role: Option<String>,
 }
 
 /// One API key: only its hash is stored.

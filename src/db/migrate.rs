@@ -1,6 +1,6 @@
 //! The service's own schema, `featurepipe`, versioned by the files in `migrations/`.
 
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::{Client, IsolationLevel, Transaction};
 
 use super::StartupError;
 
@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "idempotency_headers",
         include_str!("../../migrations/0004_idempotency_headers.sql"),
     ),
+    (
+        5,
+        "idempotency_functions",
+        include_str!("../../migrations/0005_idempotency_functions.sql"),
+    ),
 ];
 
 /// Arbitrary constant: replicas starting together take turns on this lock.
@@ -41,8 +46,12 @@ fn query_error(doing: &'static str) -> impl Fn(tokio_postgres::Error) -> Startup
 /// lock) it works behind a transaction-mode pooler. Returns the versions
 /// applied now.
 pub async fn run(client: &mut Client) -> Result<Vec<i32>, StartupError> {
+    // Read committed whatever the database's default: a replica that waited
+    // for the lock must see the migrations the other one just committed.
     let tx = client
-        .transaction()
+        .build_transaction()
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .start()
         .await
         .map_err(query_error("starting the migrations"))?;
     tx.execute("SELECT pg_advisory_xact_lock($1::int8)", &[&LOCK_KEY])

@@ -312,6 +312,7 @@ impl Database {
     /// Whether a connection can be taken and answers a query now.
     pub async fn is_ready(&self) -> Result<(), ApiError> {
         let client = self.connection().await?;
+        crate::telemetry::round_trip();
         client
             .simple_query("SELECT 1")
             .await

@@ -306,6 +306,30 @@ struct Validator<'a> {
     key_property: Option<String>,
     /// With `keep_valid`: each invalid feature's first problem.
     rejected: Vec<(usize, FieldError)>,
+    /// Problems by code, for the metrics.
+    codes: CodeTally,
+}
+
+/// Problems by code, added to the metrics once per body (when dropped):
+/// a body of a million bad features costs no million metric updates.
+#[derive(Default)]
+struct CodeTally(Vec<(String, u64)>);
+
+impl CodeTally {
+    fn count(&mut self, code: &str) {
+        match self.0.iter_mut().find(|(c, _)| c == code) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((code.to_owned(), 1)),
+        }
+    }
+}
+
+impl Drop for CodeTally {
+    fn drop(&mut self) {
+        for (code, n) in self.0.drain(..) {
+            metrics::counter!("featurepipe_validation_errors_total", "code" => code).increment(n);
+        }
+    }
 }
 
 /// A JSON pointer into the body: `/features/{i}{suffix}`, or `{suffix}` for a single Feature.
@@ -331,6 +355,7 @@ impl<'a> Validator<'a> {
             cells: Vec::with_capacity(coll.columns.len()),
             key_property: None,
             rejected: Vec::new(),
+            codes: CodeTally::default(),
         }
     }
 
@@ -353,8 +378,7 @@ impl<'a> Validator<'a> {
     }
 
     fn error(&mut self, feature: usize, pointer: String, code: &str, message: impl Into<String>) {
-        metrics::counter!("featurepipe_validation_errors_total", "code" => code.to_owned())
-            .increment(1);
+        self.codes.count(code);
         self.total += 1;
         self.malformed |= code == MALFORMED;
         if self.last_at_fault != Some(feature) {

@@ -50,7 +50,8 @@ pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
     };
     let props: Vec<String> = property_columns(coll).map(|ci| col(coll, ci)).collect();
     let last_modified = match coll.last_modified {
-        Some(ci) => col(coll, ci),
+        // Cast: the column may be a domain over timestamptz.
+        Some(ci) => format!("{}::timestamptz", col(coll, ci)),
         None => "NULL::timestamptz".into(),
     };
     format!(

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 
 use super::{Op, Operation, Step, StepKind};
 use crate::app::AppState;
+use crate::auth::Caller;
 use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
 use crate::feature::{parse_body, parse_item, ItemBody, Purpose, Reading, MALFORMED};
 
@@ -91,6 +92,7 @@ impl Problems {
 /// not an operation at all still refuses it.
 pub fn parse(
     state: &AppState,
+    caller: &Caller,
     body: &[u8],
     keep_valid: bool,
 ) -> Result<(Vec<Operation>, Vec<Step>), ApiError> {
@@ -123,6 +125,16 @@ pub fn parse(
             problems.say(k, format!("{at}/op"), MALFORMED, message);
             continue;
         };
+        // Rights before anything of the operation is looked at: a refusal
+        // says nothing of the collection or its columns.
+        caller.check_write(&op.collection).map_err(|e| {
+            let problem = FieldError::new(0, format!("{at}/collection"), "forbidden", e.detail());
+            e.with_errors(vec![FieldError {
+                operation: Some(k),
+                feature: None,
+                ..problem
+            }])
+        })?;
         let first = steps.len();
         match read(state, &op, kind, &at, &mut steps) {
             Ok((at, indexed)) => operations.push(Operation {

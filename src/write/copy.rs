@@ -260,6 +260,7 @@ impl Copy<'_> {
         let (copied, ended) = match written {
             Ok(()) if self.job.idempotency.is_some() => {
                 // The response is stored before COMMIT: after the COPY has ended.
+                crate::telemetry::round_trip();
                 let copied = writer.as_mut().finish().await;
                 tally.mark_batch();
                 let report = WriteReport {
@@ -273,7 +274,10 @@ impl Copy<'_> {
                             .await
                             .map(|()| 0)
                     }
-                    Err(_) => self.job.client.batch_execute("ROLLBACK").await.map(|()| 0),
+                    Err(_) => {
+                        crate::telemetry::round_trip();
+                        self.job.client.batch_execute("ROLLBACK").await.map(|()| 0)
+                    }
                 };
                 (copied, ended)
             }

@@ -40,16 +40,15 @@ pub struct Stored {
     pub headers: Option<serde_json::Value>,
 }
 
-/// Forget expired keys (so that an expired key can be used again).
-pub const EXPIRE: &str =
-    "DELETE FROM featurepipe.idempotency WHERE created < now() - make_interval(secs => $1::float8)";
+/// Forget expired keys (so that an expired key can be used again). The
+/// statements call the service's own functions (migration 5), so that a
+/// request running as its caller's role touches no other caller's keys.
+pub const EXPIRE: &str = "SELECT featurepipe.idempotency_expire($1::float8)";
 /// Claim the key; a concurrent request with the same key waits, then fails (23505).
-pub const CLAIM: &str =
-    "INSERT INTO featurepipe.idempotency (key, request_hash) VALUES ($1::text, $2::text)";
+pub const CLAIM: &str = "SELECT featurepipe.idempotency_claim($1::text, $2::text)";
 /// Store the response, in the transaction that wrote the rows.
-pub const STORE: &str = "UPDATE featurepipe.idempotency \
-     SET status = $2::int4, body = $3::bytea, location = $4::text, headers = $5::jsonb \
-     WHERE key = $1::text";
+pub const STORE: &str =
+    "SELECT featurepipe.idempotency_store($1::text, $2::int4, $3::bytea, $4::text, $5::jsonb)";
 
 /// The hash a retry must match.
 pub fn request_hash(method: &str, path_and_query: &str, body: &[u8]) -> String {
@@ -65,9 +64,8 @@ pub fn request_hash(method: &str, path_and_query: &str, body: &[u8]) -> String {
 /// The stored response of `key`, if it has one that has not expired.
 pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<Stored>, ApiError> {
     let client = db.connection().await?;
-    let sql = "SELECT request_hash, status, body, location, headers FROM featurepipe.idempotency \
-                WHERE key = $1::text AND created >= now() - make_interval(secs => $2::float8) \
-                  AND status IS NOT NULL";
+    let sql = "SELECT request_hash, status, body, location, headers \
+                 FROM featurepipe.idempotency_lookup($1::text, $2::float8)";
     let failed = |e| request_error("looking up the idempotency key", &e);
     let statement = prepare(&client, sql, db.naming()).await.map_err(failed)?;
     crate::telemetry::round_trip();

@@ -68,6 +68,7 @@ impl Insert<'_> {
         } else {
             drop(calls);
             if tally.failure.is_some() {
+                crate::telemetry::round_trip();
                 if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
                     self.job.client.set_open(false);
                 }

@@ -273,6 +273,7 @@ async fn store_and_commit(
     report: &WriteReport,
 ) -> Result<(), tokio_postgres::Error> {
     let Some(keyed) = keyed else {
+        crate::telemetry::round_trip();
         return client.batch_execute("COMMIT").await;
     };
     let body = serde_json::to_vec(report).expect("a report serializes");

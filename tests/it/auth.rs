@@ -24,14 +24,17 @@ fn sha256(key: &str) -> String {
 
 const EDITOR: &str = "fp_editor_key_for_tests";
 const READER: &str = "fp_reader_key_for_tests";
+const WRITER: &str = "fp_write_only_key_for_tests";
 const SECRET: &str = "a shared secret of the tests, long enough for HS256";
 
 async fn app(tweak: impl FnOnce(&mut featurepipe::config::Config)) -> TestApp {
     let settings = format!(
         "[api_keys.editor]\nsha256 = \"{}\"\nscope = \"read:* write:pts\"\n\
-         [api_keys.reader]\nsha256 = \"{}\"\nscope = \"read:pts\"\n",
+         [api_keys.reader]\nsha256 = \"{}\"\nscope = \"read:pts\"\n\
+         [api_keys.writer]\nsha256 = \"{}\"\nscope = \"write:pts\"\n",
         sha256(EDITOR),
-        sha256(READER)
+        sha256(READER),
+        sha256(WRITER)
     );
     let path = settings_file("keys", &settings);
     TestApp::with_config(SETUP, |c| {
@@ -147,7 +150,11 @@ async fn api_keys_grant_read_and_write_per_collection() {
     let r = app
         .send("OPTIONS", "/collections/pts/items/1", &[], None)
         .await;
-    assert_eq!(r.headers["allow"], "OPTIONS", "anonymous may do nothing");
+    assert_eq!(r.status, 401, "anonymous may do nothing: {r:?}");
+    let r = app
+        .send("OPTIONS", "/collections/nope/items", &[], None)
+        .await;
+    assert_eq!(r.status, 401, "and learns nothing of what exists: {r:?}");
 
     // The editor writes pts (Authorization or X-API-Key) but only reads other.
     let r = post_as(&app, &[("authorization", editor.as_str())], "pts").await;
@@ -202,6 +209,69 @@ async fn api_keys_grant_read_and_write_per_collection() {
     assert_eq!(r.status, 403, "{r:?}");
     assert_eq!(r.body["errors"][0]["pointer"], "/operations/1/collection");
     assert_eq!(r.body["errors"][0]["operation"], 1);
+
+    // Refused before the body is looked at: no word about its columns.
+    let nosy = json!({"operations": [
+        {"op": "insert", "collection": "pts", "feature": point(0.0, 0.0, json!({"nmae": 1}))},
+    ]});
+    let r = session_as(&app, ("x-api-key", "fp_wrong"), &nosy).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    let r = session_as(&app, as_reader[0], &nosy).await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(!r.body.to_string().contains("nmae"), "{r:?}");
+    let other = json!({"operations": [
+        {"op": "insert", "collection": "other", "feature": point(0.0, 0.0, json!({"nmae": 1}))},
+    ]});
+    let r = session_as(&app, as_editor[0], &other).await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(!r.body.to_string().contains("nmae"), "{r:?}");
+
+    // A write-only key writes, but is not answered with the feature.
+    let mut headers = vec![
+        ("content-type", "application/geo+json"),
+        ("prefer", "return=representation"),
+        ("x-api-key", WRITER),
+    ];
+    let one = point(3.0, 3.0, json!({"name": "w"})).to_string();
+    let r = app
+        .send("POST", "/collections/pts/items", &headers, Some(one))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(r.body["type"], Value::Null, "no feature: {r:?}");
+    let location = r.headers["location"].to_str().unwrap();
+    let item = format!(
+        "/collections/pts/items/{}",
+        location.rsplit('/').next().unwrap()
+    );
+    headers[0] = ("content-type", "application/merge-patch+json");
+    let r = app.send("PATCH", &item, &headers, Some("{}".into())).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let r = app
+        .send("DELETE", &item, &[("x-api-key", WRITER)], None)
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+
+    // Idempotency-Keys are each caller's own: the same key is not a replay for another.
+    let body = collection(vec![point(1.0, 2.0, json!({"name": "k"}))]).to_string();
+    for key in [EDITOR, WRITER] {
+        let headers = [
+            ("content-type", "application/geo+json"),
+            ("idempotency-key", "shared-key"),
+            ("x-api-key", key),
+        ];
+        let r = app
+            .send(
+                "POST",
+                "/collections/pts/items",
+                &headers,
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert!(!r.headers.contains_key("idempotent-replayed"), "{r:?}");
+    }
+    let stored = "DELETE FROM pts WHERE name = 'k'";
+    app.db.client.batch_execute(stored).await.unwrap();
 
     // What was refused changed nothing: one insert kept out of the three.
     assert_eq!(count(&app, "pts").await, 1);
@@ -331,6 +401,51 @@ async fn jwt_hs256_and_rs256_tokens_carry_scopes() {
 }
 
 #[tokio::test]
+async fn a_configured_audience_must_be_in_the_token() {
+    let path = settings_file(
+        "aud",
+        "[auth]\naudience = \"featurepipe\"\nissuer = \"https://idp\"\n",
+    );
+    let app = TestApp::with_config(SETUP, |c| {
+        c.auth = true;
+        c.settings = Some(path);
+        c.jwt_secret = Some(SECRET.into());
+    })
+    .await;
+    let hs = EncodingKey::from_secret(SECRET.as_bytes());
+    let claims = |extra: Value| {
+        let mut c = json!({"sub": "s", "exp": in_an_hour(), "scope": "write:pts"});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        bearer(&token(&c, Algorithm::HS256, &hs))
+    };
+    for (what, extra, status) in [
+        ("neither", json!({}), 401),
+        ("no iss", json!({"aud": "featurepipe"}), 401),
+        (
+            "another aud",
+            json!({"aud": "other", "iss": "https://idp"}),
+            401,
+        ),
+        (
+            "not yet valid",
+            json!({"aud": "featurepipe", "iss": "https://idp", "nbf": in_an_hour()}),
+            401,
+        ),
+        (
+            "both",
+            json!({"aud": "featurepipe", "iss": "https://idp"}),
+            201,
+        ),
+    ] {
+        let t = claims(extra);
+        let r = post_as(&app, &[("authorization", t.as_str())], "pts").await;
+        assert_eq!(r.status, status, "{what}: {r:?}");
+    }
+}
+
+#[tokio::test]
 async fn anonymous_rights_and_refused_configurations() {
     // Public reading, keyed writing.
     let path = settings_file(
@@ -372,6 +487,10 @@ async fn anonymous_rights_and_refused_configurations() {
             "not a scope entry",
         ),
         ("[auth]\nanonymous = \"read\"", "auth.anonymous"),
+        (
+            "[auth]\nanonymous = \"read:*\"\nset_role = true",
+            "anonymous_role",
+        ),
     ] {
         let path = settings_file("bad", &text.replace("{HASH}", &sha256("k")));
         let message = start_up_error(SETUP, path, true).await;

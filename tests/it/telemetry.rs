@@ -150,6 +150,9 @@ async fn json_logs_carry_the_request_id() {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v["fields"]["message"] == "answered" && v["span"]["id"] == id.as_str())
         .unwrap_or_else(|| panic!("no JSON line for the request in:\n{out}"));
-    assert_eq!(line["span"]["route"], "/collections/{collectionId}", "{line}");
+    assert_eq!(
+        line["span"]["route"], "/collections/{collectionId}",
+        "{line}"
+    );
     assert_eq!(line["fields"]["status"], 404, "{line}");
 }
