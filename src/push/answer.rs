@@ -26,7 +26,7 @@ pub struct Outcome {
     /// How many problems the service reported in all.
     pub total_errors: usize,
     /// Every later batch would be refused the same way (no such collection,
-    /// no right to write, the service unavailable): stop.
+    /// no right to write, batches too large, the service unavailable): stop.
     pub stop: bool,
 }
 
@@ -177,7 +177,7 @@ pub fn read(reply: &Reply, first: u64, count: usize) -> Outcome {
                     .take(KEPT_ERRORS)
                     .map(|e| feature_error(e, None, first))
                     .collect(),
-                stop: matches!(status, 401 | 403 | 404 | 405 | 415 | 502 | 503 | 504),
+                stop: matches!(status, 401 | 403 | 404 | 405 | 413 | 415 | 502 | 503 | 504),
                 ..Outcome::default()
             }
         }
@@ -286,6 +286,11 @@ mod tests {
             10,
         );
         assert!(o.stop);
+        // Too large: the next batches would be too, and the summary says what to change.
+        let o = read(&reply(413, false, json!({"detail": "too large"})), 0, 10);
+        assert!(o.stop);
+        let hint = "(send smaller batches: --batch, --batch-bytes)";
+        assert!(o.problem.unwrap().ends_with(hint));
     }
 
     #[test]
