@@ -12,6 +12,7 @@ pub mod error;
 pub mod feature;
 pub mod geometry;
 pub mod proxy;
+pub mod push;
 pub mod read;
 pub mod session;
 pub mod telemetry;

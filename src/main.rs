@@ -1,10 +1,10 @@
-//! The `featurepipe` command line: `serve`, `migrate` and `openapi`.
+//! The `featurepipe` command line: `serve`, `migrate`, `openapi`, `api-key` and `push`.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use featurepipe::config::{Config, DatabaseArgs};
+use featurepipe::config::{Config, DatabaseArgs, PushArgs};
 use featurepipe::db::{migrate, Database, StartupError};
 use featurepipe::AppState;
 use tracing_subscriber::EnvFilter;
@@ -40,6 +40,9 @@ enum Command {
         #[arg(long, default_value = "read:*")]
         scope: String,
     },
+    /// Send a GeoJSON file to a running service in batches; running it again
+    /// after a failure writes only what was not written.
+    Push(Box<PushArgs>),
 }
 
 /// mimalloc reads its options from the environment before `main` runs. By
@@ -94,6 +97,7 @@ async fn run() -> ExitCode {
             Ok(())
         }
         Command::ApiKey { name, scope } => api_key(&name, &scope),
+        Command::Push(args) => featurepipe::push::run(*args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

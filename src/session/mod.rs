@@ -86,6 +86,15 @@ impl Mode {
             _ => None,
         }
     }
+
+    /// Its name, as the `mode` query parameter has it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Atomic => "atomic",
+            Mode::Batch => "batch",
+            Mode::Skip => "skip",
+        }
+    }
 }
 
 /// One operation of the session: its statements are `steps`.

@@ -16,6 +16,7 @@ mod ogc_read;
 mod ogc_write;
 mod openapi;
 mod poolers;
+mod push;
 mod round_trips;
 mod sessions;
 mod settings;

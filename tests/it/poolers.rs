@@ -4,6 +4,7 @@
 //! requests share them.
 
 use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use featurepipe::db::Pooler;
@@ -25,9 +26,12 @@ struct Bouncer {
 
 impl Bouncer {
     async fn start(pg_port: u16, mode: &str) -> Bouncer {
+        // One directory per bouncer: tests in the same mode run side by side.
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
-            "featurepipe-pgbouncer-{}-{mode}",
-            std::process::id()
+            "featurepipe-pgbouncer-{}-{mode}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).unwrap();
         // As root, PgBouncer runs as `postgres` (it refuses root), which must write here.

@@ -371,9 +371,14 @@ pub struct Served {
 }
 
 impl Served {
-    /// Serve `app`'s state until dropped.
+    /// Serve `app`'s state on a free port until dropped.
     pub async fn start(app: &TestApp) -> Served {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::on(app, listener)
+    }
+
+    /// Serve `app`'s state on `listener` until dropped.
+    pub fn on(app: &TestApp, listener: tokio::net::TcpListener) -> Served {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(featurepipe::serve(listener, app.state.clone(), async {

@@ -1,0 +1,173 @@
+//! `featurepipe push`: load a GeoJSON file of any size into a running
+//! service, in batches, each POSTed to the collection's items with an
+//! Idempotency-Key derived from its content, so that running the same
+//! command again after a failure writes only what was not written.
+//!
+//! The input is read on a thread of its own, at most one batch ahead of the
+//! one being sent: memory holds about three batches, whatever the input's size.
+
+mod answer;
+mod batches;
+mod http;
+mod progress;
+mod split;
+mod summary;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::config::PushArgs;
+use crate::session::Mode;
+use answer::Outcome;
+use batches::{Batch, Batches, Limits};
+use http::Service;
+use progress::Progress;
+use summary::Tally;
+
+/// How much of the input is read at a time.
+const READ_BUFFER: usize = 256 * 1024;
+/// The smallest `--batch-bytes` (a batch must hold a feature).
+const LEAST_BATCH_BYTES: usize = 1024;
+
+/// Send the input to the service and print the summary; an error when any
+/// feature was not written.
+pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.batch_bytes < LEAST_BATCH_BYTES {
+        return Err(format!("--batch-bytes must be at least {LEAST_BATCH_BYTES}").into());
+    }
+    let limits = Limits {
+        features: args.batch as usize,
+        bytes: args.batch_bytes,
+    };
+    let service = Service::new(
+        &args.url,
+        &args.collection,
+        args.mode,
+        args.api_key.as_deref(),
+        args.retries,
+    )?;
+    let (input, size) = open(&args.file)?;
+    // The service takes no key in batch mode: its batches commit one by one.
+    let keyed = args.mode != Mode::Batch;
+    if !keyed {
+        eprintln!(
+            "featurepipe push: --mode batch sends no Idempotency-Key (the service takes none \
+             in that mode): running this again writes every feature again"
+        );
+    }
+    let scope = format!("{}\0{}", args.collection, args.mode.name());
+    let (batches, mut next) = tokio::sync::mpsc::channel(1);
+    std::thread::spawn(move || {
+        for batch in Batches::new(input, limits, scope) {
+            let last = batch.is_err();
+            // A closed channel: the push stopped, nothing more is wanted.
+            if batches.blocking_send(batch).is_err() || last {
+                break;
+            }
+        }
+    });
+
+    let started = Instant::now();
+    let progress = Progress::new(size);
+    let mut tally = Tally::default();
+    while let Some(batch) = next.recv().await {
+        let mut batch = match batch {
+            Ok(batch) => batch,
+            Err(e) => {
+                tally.stop(format!("reading the input: {e}"));
+                break;
+            }
+        };
+        let outcome = if batch.broken.is_empty() {
+            send(&service, &mut batch, keyed).await
+        } else {
+            Outcome::broken(&batch.broken, batch.count)
+        };
+        tally.add(&batch, &outcome);
+        progress.update(batch.end, tally.answered());
+        if outcome.stop {
+            tally.stop(format!(
+                "after batch {}, whose failure later batches would share; \
+                 the rest of the input was not sent",
+                batch.index
+            ));
+            break;
+        }
+    }
+    progress.finish();
+    eprint!(
+        "{}",
+        tally.render(&service.uri().to_string(), started.elapsed())
+    );
+    if tally.complete() {
+        return Ok(());
+    }
+    Err(format!("not everything was written: {}", rerun(args.mode)).into())
+}
+
+/// What running the same command again does, in `mode`.
+fn rerun(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Atomic => {
+            "fix the cause and run the same command again; \
+             batches already written are replayed, not written twice"
+        }
+        Mode::Skip => {
+            "the service skipped the features named above; \
+             running the same command again replays those batches as they were"
+        }
+        Mode::Batch => {
+            "without Idempotency-Keys (mode=batch), \
+             running the same command again writes every feature again"
+        }
+    }
+}
+
+/// Send `batch` (its body is taken), with its key if `keyed`, and read the answer.
+async fn send(service: &Service, batch: &mut Batch, keyed: bool) -> Outcome {
+    let body = Bytes::from(std::mem::take(&mut batch.body));
+    let key = keyed.then_some(batch.key.as_str());
+    match service.send(body, key).await {
+        Ok(reply) => answer::read(&reply, batch.first_feature, batch.count),
+        Err(unreachable) => Outcome {
+            failed: batch.count,
+            problem: Some(unreachable.to_string()),
+            stop: true,
+            ..Outcome::default()
+        },
+    }
+}
+
+/// The input and its size when known (a file, or standard input redirected from one).
+fn open(path: &Path) -> Result<(Box<dyn BufRead + Send>, Option<u64>), String> {
+    if path == Path::new("-") {
+        let size = stdin_size();
+        let input = BufReader::with_capacity(READ_BUFFER, std::io::stdin());
+        return Ok((Box::new(input), size));
+    }
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let size = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    Ok((Box::new(BufReader::with_capacity(READ_BUFFER, file)), size))
+}
+
+/// The size of standard input when it is a file (`< data.geojson`).
+#[cfg(unix)]
+fn stdin_size() -> Option<u64> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let metadata = std::fs::File::from(fd).metadata().ok()?;
+    metadata.is_file().then_some(metadata.len())
+}
+
+#[cfg(not(unix))]
+fn stdin_size() -> Option<u64> {
+    None
+}

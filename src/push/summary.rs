@@ -1,0 +1,116 @@
+//! The account of a push: what was read, written, replayed and not written,
+//! and why, printed when it ends.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::answer::{FeatureError, Outcome};
+use super::batches::Batch;
+
+/// How many failed batches the summary describes one by one.
+const DESCRIBED_FAILURES: usize = 10;
+
+/// Counts and failures so far.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Batches answered or refused.
+    batches: u64,
+    /// Batches whose answer was a replay.
+    replayed_batches: u64,
+    /// Batches with features not written.
+    failed_batches: u64,
+    /// Features read from the input (in whole batches).
+    read: u64,
+    written: u64,
+    replayed: u64,
+    failed: u64,
+    /// The first failed batches, described.
+    failures: Vec<String>,
+    /// Why the push ended before the end of the input.
+    stopped: Option<String>,
+}
+
+impl Tally {
+    /// Count a batch and what the service made of it.
+    pub fn add(&mut self, batch: &Batch, outcome: &Outcome) {
+        self.batches += 1;
+        self.read += batch.count as u64;
+        self.written += outcome.written as u64;
+        self.replayed += outcome.replayed as u64;
+        self.failed += outcome.failed as u64;
+        if outcome.replayed > 0 {
+            self.replayed_batches += 1;
+        }
+        if outcome.failed == 0 {
+            return;
+        }
+        self.failed_batches += 1;
+        if self.failures.len() < DESCRIBED_FAILURES {
+            let problem = outcome.problem.as_deref().unwrap_or("not written");
+            let extra = outcome.total_errors.saturating_sub(outcome.errors.len());
+            self.failures
+                .push(describe(batch, problem, &outcome.errors, extra));
+        }
+    }
+
+    /// The push ends here, before the end of the input, because of `why`.
+    pub fn stop(&mut self, why: String) {
+        self.stopped = Some(why);
+    }
+
+    /// Features the service has answered for (written, replayed or not).
+    pub fn answered(&self) -> u64 {
+        self.written + self.replayed + self.failed
+    }
+
+    /// Whether every feature of the input was written (now or by an earlier run).
+    pub fn complete(&self) -> bool {
+        self.failed == 0 && self.stopped.is_none()
+    }
+
+    /// The summary: counts, rate, the failed batches and why the push stopped.
+    pub fn render(&self, target: &str, elapsed: Duration) -> String {
+        let mut s = String::new();
+        let secs = elapsed.as_secs_f64();
+        let rate = self.answered() as f64 / secs.max(1e-3);
+        let _ = writeln!(s, "featurepipe push to {target}");
+        let _ = writeln!(
+            s,
+            "  batches:  {} ({} replayed, {} with features not written)",
+            self.batches, self.replayed_batches, self.failed_batches
+        );
+        let _ = writeln!(
+            s,
+            "  features: {} read, {} written, {} replayed, {} not written",
+            self.read, self.written, self.replayed, self.failed
+        );
+        let _ = writeln!(s, "  time:     {secs:.1} s, {rate:.0} features sent/s");
+        for failure in &self.failures {
+            s.push_str(failure);
+        }
+        if self.failed_batches as usize > self.failures.len() {
+            let more = self.failed_batches as usize - self.failures.len();
+            let _ = writeln!(s, "  … and {more} more batches with features not written");
+        }
+        if let Some(why) = &self.stopped {
+            let _ = writeln!(s, "  stopped:  {why}");
+        }
+        s
+    }
+}
+
+/// One failed batch: which features, why, and its first feature problems.
+fn describe(batch: &Batch, problem: &str, errors: &[FeatureError], extra: usize) -> String {
+    let last = batch.first_feature + batch.count as u64 - 1;
+    let mut s = format!(
+        "  batch {} (features {}–{last}): {problem}\n",
+        batch.index, batch.first_feature
+    );
+    for e in errors {
+        let _ = writeln!(s, "    {e}");
+    }
+    if extra > 0 {
+        let _ = writeln!(s, "    … and {extra} more problems");
+    }
+    s
+}
