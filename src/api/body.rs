@@ -282,7 +282,13 @@ pub async fn answer_keyed(
     let Some(keyed) = keyed else {
         return response;
     };
-    let (parts, body) = response?.into_parts();
+    let (parts, body) = match response {
+        Ok(response) => response.into_parts(),
+        Err(e) => {
+            keyed.rollback().await;
+            return Err(e);
+        }
+    };
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .map_err(|e| ApiError::internal(format!("the response could not be read: {e}")))?;

@@ -46,6 +46,10 @@ impl Naming {
 /// Get `sql` ready on `client`: a round trip unless it is cached or unnamed.
 pub async fn prepare(client: &ClientWrapper, sql: &str, naming: Naming) -> Result<Stmt, Error> {
     let before = client.statement_cache.size();
+    // The per-connection cache stays bounded here too (reads and single
+    // features whose filters or property sets vary).
+    let room = crate::write::STATEMENT_CACHE_LIMIT.saturating_sub(before);
+    let naming = naming.within(room, 0);
     let statement = prepare_in_flight(client, sql, naming).await?;
     count_preparing(client, before, naming);
     Ok(statement)
@@ -58,6 +62,8 @@ pub async fn prepare_both(
     naming: Naming,
 ) -> Result<(Stmt, Stmt), Error> {
     let before = client.statement_cache.size();
+    let room = crate::write::STATEMENT_CACHE_LIMIT.saturating_sub(before);
+    let naming = naming.within(room, 1);
     let both = tokio::try_join!(
         prepare_in_flight(client, first, naming),
         prepare_in_flight(client, second, naming)

@@ -72,6 +72,14 @@ pub struct Changed {
 }
 
 impl KeyedItem {
+    /// Undo the change and free the key, keeping the connection for the pool.
+    pub async fn rollback(self) {
+        crate::telemetry::round_trip();
+        if self.client.batch_execute("ROLLBACK").await.is_ok() {
+            self.client.set_open(false);
+        }
+    }
+
     /// Store the response under the key and COMMIT, in one round trip.
     pub async fn commit(
         self,
