@@ -3,14 +3,12 @@
 //! connections than server connections so that transactions of different
 //! requests share them.
 
-use std::os::unix::fs::PermissionsExt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use featurepipe::db::Pooler;
 use serde_json::json;
 
-use crate::support::{collection, config, point, TestApp, TestDb};
+use crate::support::{collection, config, free_port, point, scratch_dir, TestApp, TestDb};
 
 const SETUP: &str = "
     CREATE TABLE pts (id serial PRIMARY KEY, name text, n int, tags text[], meta jsonb,
@@ -25,22 +23,20 @@ struct Bouncer {
 }
 
 impl Bouncer {
+    /// A bouncer in `mode` in front of `db`'s cluster, and `db`'s URL through it.
+    async fn in_front_of(db: &TestDb, mode: &str) -> (Bouncer, String) {
+        let pg_port = port_of(&db.url);
+        let bouncer = Bouncer::start(pg_port, mode).await;
+        let url = db
+            .url
+            .replace(&format!(":{pg_port}/"), &format!(":{}/", bouncer.port));
+        (bouncer, url)
+    }
+
     async fn start(pg_port: u16, mode: &str) -> Bouncer {
-        // One directory per bouncer: tests in the same mode run side by side.
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "featurepipe-pgbouncer-{}-{mode}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
         // As root, PgBouncer runs as `postgres` (it refuses root), which must write here.
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let dir = scratch_dir(&format!("pgbouncer-{mode}"), 0o777);
+        let port = free_port();
         let ini = dir.join("pgbouncer.ini");
         std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n").unwrap();
         std::fs::write(
@@ -118,11 +114,7 @@ fn port_of(url: &str) -> u16 {
 
 async fn the_api_works_behind(mode: &str, pooler: Pooler) {
     let db = TestDb::new(SETUP).await;
-    let pg_port = port_of(&db.url);
-    let bouncer = Bouncer::start(pg_port, mode).await;
-    let url = db
-        .url
-        .replace(&format!(":{pg_port}/"), &format!(":{}/", bouncer.port));
+    let (bouncer, url) = Bouncer::in_front_of(&db, mode).await;
     let mut config = config(&url);
     config.db.pooler = pooler;
     config.pool_size = 8;
@@ -215,23 +207,17 @@ async fn the_api_works_behind(mode: &str, pooler: Pooler) {
         ("content-type", "application/geo+json"),
         ("idempotency-key", "bulk"),
     ];
-    let first = app
-        .send(
+    let post = || {
+        app.send(
             "POST",
             "/collections/pts/items",
             &keyed,
             Some(bodies[1].clone()),
         )
-        .await;
+    };
+    let first = post().await;
     assert_eq!(first.status, 201, "{mode}: {first:?}");
-    let again = app
-        .send(
-            "POST",
-            "/collections/pts/items",
-            &keyed,
-            Some(bodies[1].clone()),
-        )
-        .await;
+    let again = post().await;
     assert_eq!(again.body, first.body, "{mode}");
 
     // Edit sessions, atomic and skip.
@@ -266,11 +252,7 @@ async fn the_api_works_behind(mode: &str, pooler: Pooler) {
 #[tokio::test]
 async fn without_the_setting_start_up_says_what_to_set() {
     let db = TestDb::new(SETUP).await;
-    let pg_port = port_of(&db.url);
-    let bouncer = Bouncer::start(pg_port, "transaction").await;
-    let url = db
-        .url
-        .replace(&format!(":{pg_port}/"), &format!(":{}/", bouncer.port));
+    let (_bouncer, url) = Bouncer::in_front_of(&db, "transaction").await;
     let err = featurepipe::AppState::start(&config(&url))
         .await
         .err()

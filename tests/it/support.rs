@@ -282,6 +282,30 @@ pub fn config(url: &str) -> Config {
 /// stop and start again: the shared cluster serves every other test at the
 /// same time. Started with the same shell functions as `make test`'s
 /// (`scripts/pg.sh`); stopped and removed when dropped.
+/// A port on 127.0.0.1 free now, for a server started next to take.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A new directory of its own under the temp dir, with `mode` (servers run
+/// as `postgres` under root and must reach or write it).
+pub fn scratch_dir(what: &str, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "featurepipe-{what}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    dir
+}
+
 pub struct OwnCluster {
     dir: std::path::PathBuf,
     port: u16,
@@ -290,21 +314,9 @@ pub struct OwnCluster {
 impl OwnCluster {
     /// initdb into a new temp dir and start on a free port, durability off.
     pub async fn start() -> OwnCluster {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "featurepipe-own-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
         // As root, the server runs as `postgres`, which must reach the data dir.
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let dir = scratch_dir("own", 0o755);
+        let port = free_port();
         let cluster = OwnCluster { dir, port };
         cluster.start_again().await;
         cluster
@@ -445,11 +457,7 @@ pub struct ServiceProcess {
 impl ServiceProcess {
     /// Start it and wait until it answers `/readyz`.
     pub async fn start(db_url: &str, env: &[(&str, &str)]) -> ServiceProcess {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let addr = format!("127.0.0.1:{port}");
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_featurepipe"))
             .arg("serve")
