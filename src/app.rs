@@ -126,6 +126,15 @@ impl AppState {
         self.collection(id)
     }
 
+    /// The collection with this id if `caller` may read or write it (for
+    /// OPTIONS): else 401/403, or 404.
+    pub fn to_see(&self, caller: &Caller, id: &str) -> Result<Arc<Collection>, ApiError> {
+        if !caller.can_write(id) {
+            caller.check_read(id)?;
+        }
+        self.collection(id)
+    }
+
     /// The collection with this id, or a 404.
     pub fn collection(&self, id: &str) -> Result<Arc<Collection>, ApiError> {
         self.catalog

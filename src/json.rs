@@ -40,6 +40,17 @@ impl SyntaxError {
     }
 }
 
+/// A number as read: where it starts, its sign, its decimal digits as an
+/// integer (wrapping beyond 19 digits, when `digits` says so) and the power
+/// of ten to scale them by.
+struct Decimal {
+    start: usize,
+    negative: bool,
+    significand: u64,
+    digits: usize,
+    scale: i64,
+}
+
 /// Result of a reading step.
 pub type Read<T> = Result<T, SyntaxError>;
 
@@ -338,44 +349,59 @@ impl<'a> Reader<'a> {
     /// Read a number (the next value must be one) as the nearest f64.
     pub fn number(&mut self) -> Read<f64> {
         self.peek();
+        let d = self.decimal()?;
+        // Clinger's fast path: a significand and a power of ten that are both
+        // exact in an f64 give the correctly rounded result in one operation.
+        let value = if d.digits <= 15 && d.scale.unsigned_abs() <= 22 {
+            let m = d.significand as f64;
+            if d.scale >= 0 {
+                m * POW10[d.scale as usize]
+            } else {
+                m / POW10[d.scale.unsigned_abs() as usize]
+            }
+        } else {
+            let text = &self.text[d.start + usize::from(d.negative)..self.pos];
+            text.parse::<f64>().unwrap_or(f64::INFINITY)
+        };
+        if value.is_infinite() {
+            self.pos = d.start;
+            return self.fail("number out of range");
+        }
+        Ok(if d.negative { -value } else { value })
+    }
+
+    /// Check the number at the cursor and move past it, with its decimal
+    /// significand and exponent (for [`Reader::number`]'s fast path).
+    fn decimal(&mut self) -> Read<Decimal> {
         let bytes = self.text.as_bytes();
         let start = self.pos;
         let negative = bytes.get(start) == Some(&b'-');
         let mut pos = start + usize::from(negative);
-        // Decimal significand and exponent, for the exact fast path below.
         let mut significand: u64 = 0;
-        let mut digits = 0usize;
-        let int_start = pos;
-        while let Some(&d @ b'0'..=b'9') = bytes.get(pos) {
-            significand = significand
-                .wrapping_mul(10)
-                .wrapping_add(u64::from(d - b'0'));
-            pos += 1;
-        }
-        let int_digits = pos - int_start;
-        if int_digits == 0 || (int_digits > 1 && bytes[int_start] == b'0') {
-            self.pos = pos;
-            return self.fail("invalid number");
-        }
-        digits += int_digits;
-        let mut scale: i64 = 0;
-        if bytes.get(pos) == Some(&b'.') {
-            pos += 1;
-            let frac_start = pos;
-            while let Some(&d @ b'0'..=b'9') = bytes.get(pos) {
+        // Digits from `pos` on, added to the significand; how many there were.
+        let mut run = |pos: &mut usize| {
+            let first = *pos;
+            while let Some(&d @ b'0'..=b'9') = bytes.get(*pos) {
                 significand = significand
                     .wrapping_mul(10)
                     .wrapping_add(u64::from(d - b'0'));
-                pos += 1;
+                *pos += 1;
             }
-            if pos == frac_start {
-                self.pos = pos;
-                return self.fail("invalid number");
-            }
-            digits += pos - frac_start;
-            scale = -((pos - frac_start) as i64);
+            *pos - first
+        };
+        let int_start = pos;
+        let int_digits = run(&mut pos);
+        let mut ok = int_digits > 0 && !(int_digits > 1 && bytes[int_start] == b'0');
+        let mut digits = int_digits;
+        let mut scale: i64 = 0;
+        if ok && bytes.get(pos) == Some(&b'.') {
+            pos += 1;
+            let fraction = run(&mut pos);
+            ok = fraction > 0;
+            digits += fraction;
+            scale = -(fraction as i64);
         }
-        if let Some(b'e' | b'E') = bytes.get(pos) {
+        if ok && matches!(bytes.get(pos), Some(b'e' | b'E')) {
             pos += 1;
             let minus = bytes.get(pos) == Some(&b'-');
             pos += usize::from(matches!(bytes.get(pos), Some(b'-' | b'+')));
@@ -385,31 +411,20 @@ impl<'a> Reader<'a> {
                 exponent = (exponent * 10 + i64::from(d - b'0')).min(1 << 40);
                 pos += 1;
             }
-            if pos == exp_start {
-                self.pos = pos;
-                return self.fail("invalid number");
-            }
+            ok = pos > exp_start;
             scale += if minus { -exponent } else { exponent };
         }
-        // Clinger's fast path: a significand and a power of ten that are both
-        // exact in an f64 give the correctly rounded result in one operation.
-        let value = if digits <= 15 && scale.unsigned_abs() <= 22 {
-            let m = significand as f64;
-            if scale >= 0 {
-                m * POW10[scale as usize]
-            } else {
-                m / POW10[scale.unsigned_abs() as usize]
-            }
-        } else {
-            let text = &self.text[start + usize::from(negative)..pos];
-            text.parse::<f64>().unwrap_or(f64::INFINITY)
-        };
-        if value.is_infinite() {
-            self.pos = start;
-            return self.fail("number out of range");
-        }
         self.pos = pos;
-        Ok(if negative { -value } else { value })
+        if !ok {
+            return self.fail("invalid number");
+        }
+        Ok(Decimal {
+            start,
+            negative,
+            significand,
+            digits,
+            scale,
+        })
     }
 
     /// Skip the next value, checking its syntax, and return its text.
@@ -454,35 +469,7 @@ impl<'a> Reader<'a> {
 
     /// A number's syntax only: its value is read later from its text, when needed.
     fn skip_number(&mut self) -> Read<()> {
-        let bytes = self.text.as_bytes();
-        let digits = |pos: &mut usize| {
-            let first = *pos;
-            while bytes.get(*pos).is_some_and(u8::is_ascii_digit) {
-                *pos += 1;
-            }
-            *pos > first
-        };
-        let mut pos = self.pos + usize::from(bytes.get(self.pos) == Some(&b'-'));
-        let ok = match bytes.get(pos) {
-            Some(b'0') => {
-                pos += 1;
-                true
-            }
-            _ => digits(&mut pos),
-        } && (bytes.get(pos) != Some(&b'.') || {
-            pos += 1;
-            digits(&mut pos)
-        }) && (!matches!(bytes.get(pos), Some(b'e' | b'E')) || {
-            pos += 1;
-            pos += usize::from(matches!(bytes.get(pos), Some(b'-' | b'+')));
-            digits(&mut pos)
-        });
-        if !ok {
-            self.pos = pos;
-            return self.fail("invalid number");
-        }
-        self.pos = pos;
-        Ok(())
+        self.decimal().map(drop)
     }
 }
 

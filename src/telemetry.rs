@@ -54,12 +54,7 @@ pub fn recorder() -> &'static PrometheusHandle {
 
 /// Count one database round trip of the current request.
 pub fn round_trip() {
-    round_trips(1);
-}
-
-/// Count `n` database round trips of the current request.
-pub fn round_trips(n: u64) {
-    let _ = SCOPE.try_with(|s| s.round_trips.fetch_add(n, Ordering::Relaxed));
+    let _ = SCOPE.try_with(|s| s.round_trips.fetch_add(1, Ordering::Relaxed));
 }
 
 /// The current request's id, if there is a request.

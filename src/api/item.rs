@@ -351,7 +351,7 @@ pub async fn options(
     caller: Caller,
     Path((collection_id, _id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let coll = caller.to_see(&state, &collection_id)?;
+    let coll = state.to_see(&caller, &collection_id)?;
     let accepts = ("accept-patch", "application/merge-patch+json");
     let allow = item_allow(&coll, &caller);
     Ok(options_response(

@@ -205,7 +205,7 @@ pub async fn options(
     caller: Caller,
     Path(collection_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let coll = caller.to_see(&state, &collection_id)?;
+    let coll = state.to_see(&caller, &collection_id)?;
     let accepts = ("accept-post", "application/geo+json, application/json");
     let allow = items_allow(&coll, &caller);
     Ok(options_response(

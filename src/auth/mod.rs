@@ -184,19 +184,6 @@ impl Caller {
         }
     }
 
-    /// The collection if the caller may read or write it (for OPTIONS):
-    /// else 401/403 before anything is said of whether it exists.
-    pub fn to_see(
-        &self,
-        state: &AppState,
-        id: &str,
-    ) -> Result<std::sync::Arc<crate::catalog::Collection>, ApiError> {
-        if !self.can_write(id) {
-            self.check_read(id)?;
-        }
-        state.collection(id)
-    }
-
     /// 401 (anonymous) or 403 unless some collection may be written.
     pub fn check_write_any(&self) -> Result<(), ApiError> {
         self.check(self.grant.writes_any(), "write", "any collection")
