@@ -62,13 +62,14 @@ pub fn scalar(text: &str, ty: ScalarType) -> Result<SqlValue, CoerceError> {
             Ok(SqlValue::Text(text.to_owned()))
         }
         ScalarType::Text { max_chars } if text.starts_with('"') => {
-            // The body's syntax is checked already: without a backslash, the
-            // text between the quotes is the string itself.
-            let s = match text[1..text.len() - 1] {
-                ref plain if !plain.contains('\\') => plain.to_owned(),
-                _ => serde_json::from_str(text).map_err(unreadable)?,
+            // The body's syntax is checked already, and valid JSON holds no raw
+            // control character: without a backslash, the text between the
+            // quotes is the string itself, and it has no NUL.
+            let s = match &text[1..text.len() - 1] {
+                plain if !plain.contains('\\') => plain.to_owned(),
+                _ => checked_nul(serde_json::from_str(text).map_err(unreadable)?)?,
             };
-            checked_text(s, max_chars).map(SqlValue::Text)
+            checked_length(s, max_chars).map(SqlValue::Text)
         }
         ScalarType::Int2 | ScalarType::Int4 | ScalarType::Int8 => match plain_integer(text) {
             Some(v) => ranged_integer(v, ty),
@@ -81,10 +82,22 @@ pub fn scalar(text: &str, ty: ScalarType) -> Result<SqlValue, CoerceError> {
 /// A JSON number written as a plain integer that fits an i64 (no fraction or exponent).
 fn plain_integer(text: &str) -> Option<i64> {
     let digits = text.strip_prefix('-').unwrap_or(text);
-    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if digits.is_empty() || digits.len() > 18 {
         return None;
     }
-    text.parse().ok()
+    let mut value: i64 = 0;
+    for b in digits.bytes() {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value * 10 + i64::from(digit);
+    }
+    Some(if digits.len() < text.len() {
+        -value
+    } else {
+        value
+    })
 }
 
 /// An integer for an integer column, range-checked.
@@ -259,13 +272,18 @@ fn is_decimal(s: &str) -> bool {
     s.parse::<Number>().is_ok() || matches!(s, "NaN" | "Infinity" | "-Infinity")
 }
 
-fn checked_text(s: String, max_chars: Option<usize>) -> Result<String, CoerceError> {
+/// PostgreSQL text cannot hold NUL.
+fn checked_nul(s: String) -> Result<String, CoerceError> {
     if s.contains('\0') {
         return Err(err(
             "invalid_text",
             "text cannot contain the NUL character \\u0000",
         ));
     }
+    Ok(s)
+}
+
+fn checked_length(s: String, max_chars: Option<usize>) -> Result<String, CoerceError> {
     if let Some(max) = max_chars {
         let len = s.chars().count();
         if len > max {

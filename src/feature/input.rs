@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use crate::geometry::GeometryIn;
-use crate::json::{Read, Reader};
+use crate::json::{Read, Reader, SyntaxError};
 
 /// The top level of a body: its own members (all of them when it is a
 /// Feature) and what its `features` member was.
@@ -32,9 +32,17 @@ pub enum FeatureList {
 /// is ever held.
 pub fn read_body<'a>(
     text: &'a str,
-    on_feature: &mut dyn FnMut(usize, FeatureIn<'a>),
-) -> Read<Body<'a>> {
+    on_feature: &mut dyn FnMut(usize, &FeatureIn<'a>),
+) -> Result<Body<'a>, SyntaxError> {
     let mut r = Reader::new(text);
+    let body = body(&mut r, on_feature);
+    body.map_err(|_| r.error())
+}
+
+fn body<'a>(
+    r: &mut Reader<'a>,
+    on_feature: &mut dyn FnMut(usize, &FeatureIn<'a>),
+) -> Read<Body<'a>> {
     let mut body = Body {
         members: FeatureIn::default(),
         features: FeatureList::Absent,
@@ -42,11 +50,11 @@ pub fn read_body<'a>(
     if r.object()? {
         body.members.is_object = true;
         let mut first = true;
-        while let Some(name) = r.member(&mut first)? {
-            if name == "features" {
-                body.features = features(&mut r, on_feature)?;
+        while let Some(name) = r.member_named(&mut first, &BODY_MEMBERS)? {
+            if name == FEATURES {
+                body.features = features(r, on_feature)?;
             } else {
-                body.members.member(&name, &mut r)?;
+                body.members.member(name, r, &mut Vec::new())?;
             }
         }
     } else {
@@ -57,16 +65,15 @@ pub fn read_body<'a>(
 }
 
 /// Read a body that must be a single Feature.
-pub fn read_feature(text: &str) -> Read<FeatureIn<'_>> {
+pub fn read_feature(text: &str) -> Result<FeatureIn<'_>, SyntaxError> {
     let mut r = Reader::new(text);
-    let feature = FeatureIn::read(&mut r)?;
-    r.end()?;
-    Ok(feature)
+    let feature = FeatureIn::read(&mut r, &mut Vec::new()).and_then(|f| r.end().map(|()| f));
+    feature.map_err(|_| r.error())
 }
 
 fn features<'a>(
     r: &mut Reader<'a>,
-    on_feature: &mut dyn FnMut(usize, FeatureIn<'a>),
+    on_feature: &mut dyn FnMut(usize, &FeatureIn<'a>),
 ) -> Read<FeatureList> {
     if !r.array()? {
         r.skip()?;
@@ -74,12 +81,24 @@ fn features<'a>(
     }
     let mut first = true;
     let mut i = 0;
+    // One list of property members serves every feature in turn.
+    let mut spare = Vec::new();
     while r.element(&mut first)? {
-        on_feature(i, FeatureIn::read(r)?);
+        let feature = FeatureIn::read(r, &mut spare)?;
+        on_feature(i, &feature);
+        if let Some(Properties::Members(mut members)) = feature.properties {
+            members.clear();
+            spare = members;
+        }
         i += 1;
     }
     Ok(FeatureList::Array)
 }
+
+/// The members of a Feature that are read, in the order of
+/// [`FeatureIn::member`], then a FeatureCollection's `features`.
+const BODY_MEMBERS: [&str; 5] = ["type", "geometry", "properties", "id", "features"];
+const FEATURES: usize = 4;
 
 /// The members of one Feature; each is present (`Some`, possibly JSON null) or absent.
 #[derive(Default)]
@@ -97,8 +116,9 @@ pub struct FeatureIn<'a> {
 }
 
 impl<'a> FeatureIn<'a> {
-    /// Read the next value as a Feature; anything else is kept as "not an object".
-    fn read(r: &mut Reader<'a>) -> Read<Self> {
+    /// Read the next value as a Feature; anything else is kept as "not an
+    /// object". Its property members go into `spare` (taken).
+    fn read(r: &mut Reader<'a>, spare: &mut Members<'a>) -> Read<Self> {
         let mut f = FeatureIn::default();
         if !r.object()? {
             r.skip()?;
@@ -106,19 +126,20 @@ impl<'a> FeatureIn<'a> {
         }
         f.is_object = true;
         let mut first = true;
-        while let Some(name) = r.member(&mut first)? {
-            f.member(&name, r)?;
+        while let Some(name) = r.member_named(&mut first, &BODY_MEMBERS[..FEATURES])? {
+            f.member(name, r, spare)?;
         }
         Ok(f)
     }
 
-    /// Read the value of member `name` if it is one of a Feature's, else skip it.
-    fn member(&mut self, name: &str, r: &mut Reader<'a>) -> Read<()> {
+    /// Read the value of member `name` (an index into [`BODY_MEMBERS`]) if
+    /// it is one of a Feature's, else skip it.
+    fn member(&mut self, name: usize, r: &mut Reader<'a>, spare: &mut Members<'a>) -> Read<()> {
         match name {
-            "type" => self.kind = Some(r.raw()?),
-            "properties" => self.properties = Some(Properties::read(r)?),
-            "geometry" => self.geometry = Some(GeometryIn::read(r)?),
-            "id" => self.id = Some(r.raw()?),
+            0 => self.kind = Some(r.raw()?),
+            1 => self.geometry = Some(GeometryIn::read(r)?),
+            2 => self.properties = Some(Properties::read(r, spare)?),
+            3 => self.id = Some(r.raw()?),
             _ => r.skip()?,
         }
         Ok(())
@@ -136,13 +157,16 @@ pub enum Properties<'a> {
     /// JSON null.
     Null,
     /// An object: its members in body order, values as JSON text.
-    Members(Vec<(Cow<'a, str>, &'a str)>),
+    Members(Members<'a>),
     /// Anything else.
     NotAnObject,
 }
 
+/// Property members: names and values as JSON text.
+pub type Members<'a> = Vec<(Cow<'a, str>, &'a str)>;
+
 impl<'a> Properties<'a> {
-    fn read(r: &mut Reader<'a>) -> Read<Self> {
+    fn read(r: &mut Reader<'a>, spare: &mut Members<'a>) -> Read<Self> {
         if r.null()? {
             return Ok(Properties::Null);
         }
@@ -150,7 +174,7 @@ impl<'a> Properties<'a> {
             r.skip()?;
             return Ok(Properties::NotAnObject);
         }
-        let mut members = Vec::with_capacity(8);
+        let mut members = std::mem::take(spare);
         let mut first = true;
         while let Some(name) = r.member(&mut first)? {
             members.push((name, r.raw()?));

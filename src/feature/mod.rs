@@ -3,6 +3,7 @@
 //! Everything is checked here, before a connection is taken; every problem is
 //! collected with a JSON pointer so a client can fix a whole request at once.
 
+mod cells;
 pub mod coerce;
 mod input;
 pub mod value;
@@ -15,6 +16,7 @@ use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
 pub use crate::geometry::MALFORMED;
 use crate::geometry::{encode_geometry, Crs, GeometryIn};
 use crate::json::Reader;
+use cells::Cells;
 use input::{is_string, read_body, read_feature, FeatureIn, FeatureList, Properties};
 use value::SqlValue;
 
@@ -141,7 +143,7 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     let single = if kind.is_some_and(|k| is_string(k, "Feature")) {
         // Anything read as `features` of a Feature is not a feature.
         v = Validator::new(coll, how);
-        rows = v.feature(0, None, top.members).into_iter().collect();
+        rows = v.feature(0, None, &top.members).into_iter().collect();
         true
     } else if kind.is_some_and(|k| is_string(k, "FeatureCollection")) {
         if top.features != FeatureList::Array {
@@ -236,7 +238,7 @@ pub fn parse_item(
     };
     let mut v = Validator::new(coll, how);
     v.purpose = purpose;
-    match v.feature(0, None, feature) {
+    match v.feature(0, None, &feature) {
         Some(row) if v.total == 0 => Ok(ItemBody {
             columns: v.shapes.swap_remove(row.shape),
             values: row.values,
@@ -301,11 +303,14 @@ struct Validator<'a> {
     shapes: Vec<Vec<usize>>,
     purpose: Purpose,
     /// (column, value) of the feature being validated; reused.
-    cells: Vec<(usize, SqlValue)>,
+    cells: Cells,
     /// PUT/PATCH: the key given as a property, as text.
     key_property: Option<String>,
     /// With `keep_valid`: each invalid feature's first problem.
     rejected: Vec<(usize, FieldError)>,
+    /// Columns every feature must give: NOT NULL, no default, not generated,
+    /// and no trigger that may fill them (found once, checked per feature).
+    required: Vec<usize>,
     /// Problems by code, for the metrics.
     codes: CodeTally,
 }
@@ -352,9 +357,21 @@ impl<'a> Validator<'a> {
             malformed: false,
             shapes: Vec::new(),
             purpose: Purpose::Create,
-            cells: Vec::with_capacity(coll.columns.len()),
+            cells: Cells::new(coll.columns.len()),
             key_property: None,
             rejected: Vec::new(),
+            required: coll
+                .columns
+                .iter()
+                .enumerate()
+                .filter(|(_, col)| {
+                    !coll.before_insert_trigger
+                        && col.not_null
+                        && !col.has_default()
+                        && !col.generated
+                })
+                .map(|(ci, _)| ci)
+                .collect(),
             codes: CodeTally::default(),
         }
     }
@@ -403,7 +420,7 @@ impl<'a> Validator<'a> {
     }
 
     /// Validate feature `i` (at `index` in the collection; `None` for a single Feature).
-    fn feature(&mut self, i: usize, index: Option<usize>, f: FeatureIn<'_>) -> Option<FeatureRow> {
+    fn feature(&mut self, i: usize, index: Option<usize>, f: &FeatureIn<'_>) -> Option<FeatureRow> {
         let patch = self.purpose == Purpose::Patch;
         let is_feature = match f.kind {
             Some(kind) => is_string(kind, "Feature"),
@@ -420,10 +437,9 @@ impl<'a> Validator<'a> {
         };
         let errors_before = self.total;
         let mut check_required = !patch;
-        // One buffer serves every feature: only the row's own values are allocated.
-        let mut cells = std::mem::take(&mut self.cells);
-        self.geometry(i, index, f.geometry, &mut cells);
-        match f.properties {
+        let mut cells = std::mem::replace(&mut self.cells, Cells::new(0));
+        self.geometry(i, index, f.geometry.as_ref(), &mut cells);
+        match &f.properties {
             Some(Properties::Members(members)) => self.properties(i, index, members, &mut cells),
             Some(Properties::Null) => {}
             None if patch => {}
@@ -447,33 +463,22 @@ impl<'a> Validator<'a> {
         if check_required {
             self.required(i, index, &cells);
         }
-        if self.total > errors_before {
+        let row = if self.total > errors_before {
             cells.clear();
-            self.cells = cells;
-            return None;
-        }
-        cells.sort_unstable_by_key(|(c, _)| *c);
-        let same_columns = |s: &Vec<usize>| {
-            s.len() == cells.len() && s.iter().zip(&cells).all(|(a, (b, _))| a == b)
+            None
+        } else {
+            Some(cells.take_row(&mut self.shapes))
         };
-        let shape = match self.shapes.iter().position(same_columns) {
-            Some(shape) => shape,
-            None => {
-                self.shapes.push(cells.iter().map(|(c, _)| *c).collect());
-                self.shapes.len() - 1
-            }
-        };
-        let values = cells.drain(..).map(|(_, v)| v).collect();
         self.cells = cells;
-        Some(FeatureRow { shape, values })
+        row
     }
 
     fn geometry(
         &mut self,
         i: usize,
         index: Option<usize>,
-        geometry: Option<GeometryIn<'_>>,
-        cells: &mut Vec<(usize, SqlValue)>,
+        geometry: Option<&GeometryIn<'_>>,
+        cells: &mut Cells,
     ) {
         let gi = self.coll.geometry;
         match geometry {
@@ -493,15 +498,15 @@ impl<'a> Validator<'a> {
                         "the geometry column is NOT NULL",
                     );
                 }
-                cells.push((gi, SqlValue::Null));
+                cells.set(gi, SqlValue::Null);
             }
             Some(g) => match encode_geometry(
-                &g,
+                g,
                 self.coll.geometry_column(),
                 &self.how.crs,
                 self.how.limits.positions,
             ) {
-                Ok(wkb) => cells.push((gi, SqlValue::Ewkb(wkb))),
+                Ok(wkb) => cells.set(gi, SqlValue::Ewkb(wkb)),
                 Err(e) => {
                     self.error(
                         i,
@@ -509,7 +514,7 @@ impl<'a> Validator<'a> {
                         e.code,
                         e.message,
                     );
-                    cells.push((gi, SqlValue::Null)); // given, though invalid: not also "required"
+                    cells.set(gi, SqlValue::Null); // given, though invalid: not also "required"
                 }
             },
         }
@@ -519,8 +524,8 @@ impl<'a> Validator<'a> {
         &mut self,
         i: usize,
         index: Option<usize>,
-        props: Vec<(Cow<'_, str>, &str)>,
-        cells: &mut Vec<(usize, SqlValue)>,
+        props: &[(Cow<'_, str>, &str)],
+        cells: &mut Cells,
     ) {
         let pointer = |name: &str, element: Option<usize>| {
             let element = element.map(|e| format!("/{e}")).unwrap_or_default();
@@ -542,24 +547,23 @@ impl<'a> Validator<'a> {
             );
             return;
         }
-        let first = cells.len();
         for (name, raw) in props {
-            let Some(ci) = self.coll.column_index(&name) else {
+            let Some(ci) = self.coll.column_index(name) else {
                 if self.how.lenient {
                     continue;
                 }
                 self.error(
                     i,
-                    pointer(&name, None),
+                    pointer(name, None),
                     "unknown_property",
                     format!("the table has no column '{name}'"),
                 );
                 continue;
             };
-            if cells[first..].iter().any(|(c, _)| *c == ci) {
+            if cells.has_property(ci) {
                 self.error(
                     i,
-                    pointer(&name, None),
+                    pointer(name, None),
                     "duplicate_property",
                     format!("'{name}' is given more than once"),
                 );
@@ -578,10 +582,10 @@ impl<'a> Validator<'a> {
                 }
             }
             match self.cell(ci, raw) {
-                Ok(v) => cells.push((ci, v)),
+                Ok(v) => cells.set_property(ci, v),
                 Err((code, message, element)) => {
-                    self.error(i, pointer(&name, element), code, message);
-                    cells.push((ci, SqlValue::Null)); // given, though invalid: not also "required"
+                    self.error(i, pointer(name, element), code, message);
+                    cells.set_property(ci, SqlValue::Null); // given, though invalid: not also "required"
                 }
             }
         }
@@ -646,13 +650,7 @@ impl<'a> Validator<'a> {
     }
 
     /// A client-keyed table takes its key from the Feature's `id` when no property gives it.
-    fn key_from_id(
-        &mut self,
-        i: usize,
-        index: Option<usize>,
-        id: &str,
-        cells: &mut Vec<(usize, SqlValue)>,
-    ) {
+    fn key_from_id(&mut self, i: usize, index: Option<usize>, id: &str, cells: &mut Cells) {
         if !id.starts_with(|c: char| c == '"' || c == '-' || c.is_ascii_digit()) {
             self.error(
                 i,
@@ -666,29 +664,23 @@ impl<'a> Validator<'a> {
             return;
         };
         let key = &self.coll.columns[pk];
-        if key.has_default() || key.generated || cells.iter().any(|(c, _)| *c == pk) {
+        if key.has_default() || key.generated || cells.has(pk) {
             return; // the database assigns the key; a client id is not a key here
         }
         match self.cell(pk, id) {
-            Ok(v) => cells.push((pk, v)),
+            Ok(v) => cells.set(pk, v),
             Err((code, message, _)) => self.error(i, at(index, "/id"), code, message),
         }
     }
 
     /// Columns that are NOT NULL without a default must be given (unless a trigger may fill them).
-    fn required(&mut self, i: usize, index: Option<usize>, cells: &[(usize, SqlValue)]) {
-        if self.coll.before_insert_trigger {
-            return;
-        }
+    fn required(&mut self, i: usize, index: Option<usize>, cells: &Cells) {
         let key_in_url = self.purpose == Purpose::Replace;
-        for (ci, col) in self.coll.columns.iter().enumerate() {
+        for ri in 0..self.required.len() {
+            let ci = self.required[ri];
             let key_given = key_in_url && Some(ci) == self.coll.primary_key;
-            if col.not_null
-                && !key_given
-                && !col.has_default()
-                && !col.generated
-                && !cells.iter().any(|(c, _)| *c == ci)
-            {
+            if !key_given && !cells.has(ci) {
+                let col = &self.coll.columns[ci];
                 let pointer = if ci == self.coll.geometry {
                     at(index, "/geometry")
                 } else {

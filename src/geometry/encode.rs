@@ -67,15 +67,15 @@ impl<'a> GeometryIn<'a> {
         }
         g.is_object = true;
         let mut first = true;
-        while let Some(key) = r.member(&mut first)? {
-            match key.as_ref() {
-                "type" if r.peek() == b'"' => g.kind = Some(r.string()?),
-                "type" => {
+        while let Some(key) = r.member_named(&mut first, &["type", "coordinates", "geometries"])? {
+            match key {
+                0 if r.peek() == b'"' => g.kind = Some(r.string()?),
+                0 => {
                     g.kind = None;
                     r.skip()?;
                 }
-                "coordinates" => g.coordinates = Some(Coords::read(r)?),
-                "geometries" => g.geometries = GeometryIn::members(r)?,
+                1 => g.coordinates = Some(Coords::read(r)?),
+                2 => g.geometries = GeometryIn::members(r)?,
                 _ => r.skip()?,
             }
         }
@@ -173,8 +173,9 @@ pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, Geome
     let geometry = GeometryIn::read(&mut r)
         .and_then(|g| r.end().map(|()| g))
         // Without the position, which is relative to this geometry only.
-        .map_err(|e| {
-            Encoder::default().malformed(format!("not a GeoJSON geometry: {}", e.message()))
+        .map_err(|_| {
+            let what = r.error().message();
+            Encoder::default().malformed(format!("not a GeoJSON geometry: {what}"))
         })?;
     encode_geometry(&geometry, column, &Crs::crs84(), usize::MAX)
 }

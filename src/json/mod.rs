@@ -6,6 +6,8 @@
 //! service's hottest loop. Strings without escapes and skipped values are
 //! borrowed from the input.
 
+mod float;
+
 use std::borrow::Cow;
 
 /// Nesting deeper than this is refused (as serde_json does), so hostile
@@ -51,21 +53,22 @@ struct Decimal {
     scale: i64,
 }
 
+/// A reading step failed; the reader keeps why ([`Reader::error`]), so the
+/// result of every step stays small enough for registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop;
+
 /// Result of a reading step.
-pub type Read<T> = Result<T, SyntaxError>;
+pub type Read<T> = Result<T, Stop>;
 
 /// A cursor over JSON text; see the module documentation.
 pub struct Reader<'a> {
     text: &'a str,
     pos: usize,
     depth: u32,
+    /// Why reading stopped, once it has.
+    what: &'static str,
 }
-
-/// Exact powers of ten as f64 (10^22 is the largest).
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
 
 impl<'a> Reader<'a> {
     /// A reader at the start of `text`.
@@ -74,21 +77,34 @@ impl<'a> Reader<'a> {
             text,
             pos: 0,
             depth: 0,
+            what: "",
         }
     }
 
-    fn fail<T>(&self, what: &'static str) -> Read<T> {
-        Err(SyntaxError {
+    #[cold]
+    #[inline(never)]
+    fn fail<T>(&mut self, what: &'static str) -> Read<T> {
+        self.what = what;
+        Err(Stop)
+    }
+
+    /// Where and why reading stopped (after a step returned [`Stop`]).
+    pub fn error(&self) -> SyntaxError {
+        SyntaxError {
             offset: self.pos,
-            what,
-        })
+            what: self.what,
+        }
     }
 
     /// The next byte that is not whitespace, without consuming it (0 at the end).
-    #[inline]
+    #[inline(always)]
     pub fn peek(&mut self) -> u8 {
         let bytes = self.text.as_bytes();
         while let Some(&b) = bytes.get(self.pos) {
+            // Every whitespace byte is at most a space: one test for the usual case.
+            if b > b' ' {
+                return b;
+            }
             match b {
                 b' ' | b'\n' | b'\r' | b'\t' => self.pos += 1,
                 _ => return b,
@@ -107,7 +123,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn enter(&mut self) -> Read<()> {
         self.depth += 1;
         self.pos += 1;
@@ -118,7 +134,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Enter the object that comes next, if it is one (`false`: nothing consumed).
-    #[inline]
+    #[inline(always)]
     pub fn object(&mut self) -> Read<bool> {
         match self.peek() {
             b'{' => self.enter().map(|()| true),
@@ -127,7 +143,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Enter the array that comes next, if it is one (`false`: nothing consumed).
-    #[inline]
+    #[inline(always)]
     pub fn array(&mut self) -> Read<bool> {
         match self.peek() {
             b'[' => self.enter().map(|()| true),
@@ -136,7 +152,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Whether the value that comes next is `null` (consumed if so).
-    #[inline]
+    #[inline(always)]
     pub fn null(&mut self) -> Read<bool> {
         match self.peek() {
             b'n' => self.literal(b"null").map(|()| true),
@@ -146,7 +162,7 @@ impl<'a> Reader<'a> {
 
     /// The next member name of the object entered last, positioned at its
     /// value; `None` after its closing brace. `first` starts `true`.
-    #[inline]
+    #[inline(always)]
     pub fn member(&mut self, first: &mut bool) -> Read<Option<Cow<'a, str>>> {
         if !self.more(b'}', first, "expected `,` or `}`")? {
             return Ok(None);
@@ -154,22 +170,60 @@ impl<'a> Reader<'a> {
         if self.peek() != b'"' {
             return self.fail("key must be a string");
         }
-        let name = self.string()?;
+        let name = self.quoted()?;
+        self.colon()?;
+        Ok(Some(name))
+    }
+
+    /// Like [`Reader::member`], for objects whose members that matter have
+    /// known names: the index of the name in `names`, or `names.len()` for
+    /// any other. A name written without escapes is compared in place, which
+    /// is most of the cost of reading a feature's keys.
+    #[inline(always)]
+    pub fn member_named(&mut self, first: &mut bool, names: &[&str]) -> Read<Option<usize>> {
+        if !self.more(b'}', first, "expected `,` or `}`")? {
+            return Ok(None);
+        }
+        if self.peek() != b'"' {
+            return self.fail("key must be a string");
+        }
+        let rest = &self.text.as_bytes()[self.pos + 1..];
+        let known = names.iter().position(|name| {
+            let n = name.len();
+            rest.get(n) == Some(&b'"') && rest[..n] == *name.as_bytes()
+        });
+        let index = match known {
+            Some(i) => {
+                self.pos += names[i].len() + 2;
+                i
+            }
+            None => {
+                let name = self.quoted()?;
+                names.iter().position(|n| *n == name).unwrap_or(names.len())
+            }
+        };
+        self.colon()?;
+        Ok(Some(index))
+    }
+
+    /// The `:` after a member name.
+    #[inline(always)]
+    fn colon(&mut self) -> Read<()> {
         if self.peek() != b':' {
             return self.fail("expected `:`");
         }
         self.pos += 1;
-        Ok(Some(name))
+        Ok(())
     }
 
     /// Whether the array entered last has another element (positioned at it).
     /// `first` starts `true`.
-    #[inline]
+    #[inline(always)]
     pub fn element(&mut self, first: &mut bool) -> Read<bool> {
         self.more(b']', first, "expected `,` or `]`")
     }
 
-    #[inline]
+    #[inline(always)]
     fn more(&mut self, close: u8, first: &mut bool, expected: &'static str) -> Read<bool> {
         let b = self.peek();
         if b == close {
@@ -204,6 +258,12 @@ impl<'a> Reader<'a> {
         if self.peek() != b'"' {
             return self.fail("expected a string");
         }
+        self.quoted()
+    }
+
+    /// Read the string whose opening quote is at the cursor.
+    #[inline]
+    fn quoted(&mut self) -> Read<Cow<'a, str>> {
         let start = self.pos + 1;
         let end = self.plain_run(start);
         match self.text.as_bytes().get(end) {
@@ -333,7 +393,10 @@ impl<'a> Reader<'a> {
             return self.fail("lone leading surrogate in hex escape");
         }
         let c = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
-        char::from_u32(c).map_or_else(|| self.fail("invalid escape"), Ok)
+        match char::from_u32(c) {
+            Some(c) => Ok(c),
+            None => self.fail("invalid escape"),
+        }
     }
 
     fn literal(&mut self, word: &'static [u8]) -> Read<()> {
@@ -350,18 +413,12 @@ impl<'a> Reader<'a> {
     pub fn number(&mut self) -> Read<f64> {
         self.peek();
         let d = self.decimal()?;
-        // Clinger's fast path: a significand and a power of ten that are both
-        // exact in an f64 give the correctly rounded result in one operation.
-        let value = if d.digits <= 15 && d.scale.unsigned_abs() <= 22 {
-            let m = d.significand as f64;
-            if d.scale >= 0 {
-                m * POW10[d.scale as usize]
-            } else {
-                m / POW10[d.scale.unsigned_abs() as usize]
+        let value = match float::from_decimal(d.significand, d.digits, d.scale) {
+            Some(value) => value,
+            None => {
+                let text = &self.text[d.start + usize::from(d.negative)..self.pos];
+                text.parse::<f64>().unwrap_or(f64::INFINITY)
             }
-        } else {
-            let text = &self.text[d.start + usize::from(d.negative)..self.pos];
-            text.parse::<f64>().unwrap_or(f64::INFINITY)
         };
         if value.is_infinite() {
             self.pos = d.start;
@@ -381,10 +438,24 @@ impl<'a> Reader<'a> {
         // Digits from `pos` on, added to the significand; how many there were.
         let mut run = |pos: &mut usize| {
             let first = *pos;
-            while let Some(&d @ b'0'..=b'9') = bytes.get(*pos) {
+            while let Some(chunk) = bytes.get(*pos..*pos + 8) {
+                let (n, value) = float::leading_digits(u64::from_le_bytes(
+                    chunk.try_into().expect("eight bytes"),
+                ));
                 significand = significand
-                    .wrapping_mul(10)
-                    .wrapping_add(u64::from(d - b'0'));
+                    .wrapping_mul(float::SCALE[n])
+                    .wrapping_add(value);
+                *pos += n;
+                if n < 8 {
+                    return *pos - first;
+                }
+            }
+            // The last few bytes of the text.
+            while let Some(digit) = bytes.get(*pos).map(|b| b.wrapping_sub(b'0')) {
+                if digit > 9 {
+                    break;
+                }
+                significand = significand.wrapping_mul(10).wrapping_add(u64::from(digit));
                 *pos += 1;
             }
             *pos - first
@@ -477,10 +548,10 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    fn number(text: &str) -> Read<f64> {
+    fn number(text: &str) -> Result<f64, SyntaxError> {
         let mut r = Reader::new(text);
-        let v = r.number()?;
-        r.end().map(|()| v)
+        let v = r.number().and_then(|v| r.end().map(|()| v));
+        v.map_err(|Stop| r.error())
     }
 
     fn valid(text: &str) -> bool {
@@ -573,7 +644,10 @@ mod tests {
     fn errors_name_line_and_column() {
         let text = "{\n  \"a\": tru\n}";
         let mut r = Reader::new(text);
-        let e = r.skip().unwrap_err();
-        assert_eq!(e.describe(text), "expected value at line 2 column 8");
+        assert_eq!(r.skip(), Err(Stop));
+        assert_eq!(
+            r.error().describe(text),
+            "expected value at line 2 column 8"
+        );
     }
 }

@@ -1,0 +1,76 @@
+//! The values of the feature being validated: one slot per column, reused
+//! from feature to feature, so that only each row's own values are
+//! allocated and finding a column among the given ones costs nothing.
+
+use super::value::SqlValue;
+use super::FeatureRow;
+
+/// One slot per column of the collection.
+pub struct Cells {
+    slots: Vec<Option<SqlValue>>,
+    /// Which slots were filled from a property (for duplicates).
+    from_property: Vec<bool>,
+    /// The columns filled, in the order they were given.
+    filled: Vec<usize>,
+}
+
+impl Cells {
+    /// Empty slots for `columns` columns.
+    pub fn new(columns: usize) -> Self {
+        Cells {
+            slots: vec![None; columns],
+            from_property: vec![false; columns],
+            filled: Vec::with_capacity(columns),
+        }
+    }
+
+    /// Whether column `ci` has a value (possibly NULL).
+    pub fn has(&self, ci: usize) -> bool {
+        self.slots[ci].is_some()
+    }
+
+    /// Whether a property gave column `ci` already.
+    pub fn has_property(&self, ci: usize) -> bool {
+        self.from_property[ci]
+    }
+
+    /// Give column `ci` a value.
+    pub fn set(&mut self, ci: usize, value: SqlValue) {
+        if self.slots[ci].replace(value).is_none() {
+            self.filled.push(ci);
+        }
+    }
+
+    /// Give column `ci` a value from a property.
+    pub fn set_property(&mut self, ci: usize, value: SqlValue) {
+        self.from_property[ci] = true;
+        self.set(ci, value);
+    }
+
+    /// Empty every slot.
+    pub fn clear(&mut self) {
+        for ci in self.filled.drain(..) {
+            self.slots[ci] = None;
+            self.from_property[ci] = false;
+        }
+    }
+
+    /// The row of the values given, in column order, emptying the slots;
+    /// its shape is found in (or added to) `shapes`.
+    pub fn take_row(&mut self, shapes: &mut Vec<Vec<usize>>) -> FeatureRow {
+        self.filled.sort_unstable();
+        let shape = match shapes.iter().position(|s| *s == self.filled) {
+            Some(shape) => shape,
+            None => {
+                shapes.push(self.filled.clone());
+                shapes.len() - 1
+            }
+        };
+        let mut values = Vec::with_capacity(self.filled.len());
+        for ci in self.filled.drain(..) {
+            values.extend(self.slots[ci].take());
+            self.from_property[ci] = false;
+        }
+        FeatureRow { shape, values }
+    }
+}
