@@ -43,6 +43,11 @@ fn bench(c: &mut Criterion) {
     group.bench_function("10k points", |b| {
         b.iter(|| parse_body(&body, &table, &Reading::default()).expect("valid"))
     });
+    // The same body through serde_json checking its syntax only: a reference
+    // run side by side, so that figures from a noisy machine can be compared.
+    group.bench_function("serde_json syntax only", |b| {
+        b.iter(|| serde_json::from_slice::<serde::de::IgnoredAny>(&body).expect("valid"))
+    });
     group.finish();
 }
 
