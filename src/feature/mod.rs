@@ -437,10 +437,9 @@ impl<'a> Validator<'a> {
         };
         let errors_before = self.total;
         let mut check_required = !patch;
-        let mut cells = std::mem::replace(&mut self.cells, Cells::new(0));
-        self.geometry(i, index, f.geometry.as_ref(), &mut cells);
+        self.geometry(i, index, f.geometry.as_ref());
         match &f.properties {
-            Some(Properties::Members(members)) => self.properties(i, index, members, &mut cells),
+            Some(Properties::Members(members)) => self.properties(i, index, members),
             Some(Properties::Null) => {}
             None if patch => {}
             Some(Properties::NotAnObject) | None => {
@@ -455,31 +454,20 @@ impl<'a> Validator<'a> {
             }
         }
         match f.id {
-            Some(id) if self.purpose == Purpose::Create => {
-                self.key_from_id(i, index, id, &mut cells)
-            }
+            Some(id) if self.purpose == Purpose::Create => self.key_from_id(i, index, id),
             _ => {} // PUT and PATCH take the key from the URL
         }
         if check_required {
-            self.required(i, index, &cells);
+            self.required(i, index);
         }
-        let row = if self.total > errors_before {
-            cells.clear();
-            None
-        } else {
-            Some(cells.take_row(&mut self.shapes))
-        };
-        self.cells = cells;
-        row
+        if self.total > errors_before {
+            self.cells.clear();
+            return None;
+        }
+        Some(self.cells.take_row(&mut self.shapes))
     }
 
-    fn geometry(
-        &mut self,
-        i: usize,
-        index: Option<usize>,
-        geometry: Option<&GeometryIn<'_>>,
-        cells: &mut Cells,
-    ) {
+    fn geometry(&mut self, i: usize, index: Option<usize>, geometry: Option<&GeometryIn<'_>>) {
         let gi = self.coll.geometry;
         match geometry {
             None if self.purpose == Purpose::Patch => {}
@@ -498,7 +486,7 @@ impl<'a> Validator<'a> {
                         "the geometry column is NOT NULL",
                     );
                 }
-                cells.set(gi, SqlValue::Null);
+                self.cells.set(gi, SqlValue::Null);
             }
             Some(g) => match encode_geometry(
                 g,
@@ -506,7 +494,7 @@ impl<'a> Validator<'a> {
                 &self.how.crs,
                 self.how.limits.positions,
             ) {
-                Ok(wkb) => cells.set(gi, SqlValue::Ewkb(wkb)),
+                Ok(wkb) => self.cells.set(gi, SqlValue::Ewkb(wkb)),
                 Err(e) => {
                     self.error(
                         i,
@@ -514,19 +502,13 @@ impl<'a> Validator<'a> {
                         e.code,
                         e.message,
                     );
-                    cells.set(gi, SqlValue::Null); // given, though invalid: not also "required"
+                    self.cells.set(gi, SqlValue::Null); // given, though invalid: not also "required"
                 }
             },
         }
     }
 
-    fn properties(
-        &mut self,
-        i: usize,
-        index: Option<usize>,
-        props: &[(Cow<'_, str>, &str)],
-        cells: &mut Cells,
-    ) {
+    fn properties(&mut self, i: usize, index: Option<usize>, props: &[(Cow<'_, str>, &str)]) {
         let pointer = |name: &str, element: Option<usize>| {
             let element = element.map(|e| format!("/{e}")).unwrap_or_default();
             at(
@@ -560,7 +542,7 @@ impl<'a> Validator<'a> {
                 );
                 continue;
             };
-            if cells.has_property(ci) {
+            if self.cells.has_property(ci) {
                 self.error(
                     i,
                     pointer(name, None),
@@ -582,10 +564,10 @@ impl<'a> Validator<'a> {
                 }
             }
             match self.cell(ci, raw) {
-                Ok(v) => cells.set_property(ci, v),
+                Ok(v) => self.cells.set_property(ci, v),
                 Err((code, message, element)) => {
                     self.error(i, pointer(name, element), code, message);
-                    cells.set_property(ci, SqlValue::Null); // given, though invalid: not also "required"
+                    self.cells.set_property(ci, SqlValue::Null); // given, though invalid: not also "required"
                 }
             }
         }
@@ -650,7 +632,7 @@ impl<'a> Validator<'a> {
     }
 
     /// A client-keyed table takes its key from the Feature's `id` when no property gives it.
-    fn key_from_id(&mut self, i: usize, index: Option<usize>, id: &str, cells: &mut Cells) {
+    fn key_from_id(&mut self, i: usize, index: Option<usize>, id: &str) {
         if !id.starts_with(|c: char| c == '"' || c == '-' || c.is_ascii_digit()) {
             self.error(
                 i,
@@ -664,22 +646,22 @@ impl<'a> Validator<'a> {
             return;
         };
         let key = &self.coll.columns[pk];
-        if key.has_default() || key.generated || cells.has(pk) {
+        if key.has_default() || key.generated || self.cells.has(pk) {
             return; // the database assigns the key; a client id is not a key here
         }
         match self.cell(pk, id) {
-            Ok(v) => cells.set(pk, v),
+            Ok(v) => self.cells.set(pk, v),
             Err((code, message, _)) => self.error(i, at(index, "/id"), code, message),
         }
     }
 
     /// Columns that are NOT NULL without a default must be given (unless a trigger may fill them).
-    fn required(&mut self, i: usize, index: Option<usize>, cells: &Cells) {
+    fn required(&mut self, i: usize, index: Option<usize>) {
         let key_in_url = self.purpose == Purpose::Replace;
         for ri in 0..self.required.len() {
             let ci = self.required[ri];
             let key_given = key_in_url && Some(ci) == self.coll.primary_key;
-            if !key_given && !cells.has(ci) {
+            if !key_given && !self.cells.has(ci) {
                 let col = &self.coll.columns[ci];
                 let pointer = if ci == self.coll.geometry {
                     at(index, "/geometry")

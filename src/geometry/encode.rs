@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use smallvec::SmallVec;
 
-use super::{Crs, GeometryColumn, GeometryType};
+use super::{Crs, GeometryColumn, GeometryType, GEOJSON_NAMES, GEOJSON_TYPES};
 use crate::json::{Read, Reader};
 
 const EWKB_Z: u32 = 0x8000_0000;
@@ -46,8 +46,8 @@ pub struct GeometryIn<'a> {
     /// JSON null (`"geometry": null`).
     pub is_null: bool,
     is_object: bool,
-    /// `type`, when it is a string.
-    kind: Option<Cow<'a, str>>,
+    /// `type`, when it is a string: a GeoJSON geometry type, or (`Err`) another name.
+    kind: Option<Result<GeometryType, Cow<'a, str>>>,
     coordinates: Option<Coords>,
     /// `geometries`, when it is an array.
     geometries: Option<Vec<GeometryIn<'a>>>,
@@ -69,7 +69,10 @@ impl<'a> GeometryIn<'a> {
         let mut first = true;
         while let Some(key) = r.member_named(&mut first, &["type", "coordinates", "geometries"])? {
             match key {
-                0 if r.peek() == b'"' => g.kind = Some(r.string()?),
+                0 if r.peek() == b'"' => {
+                    let kind = r.string_among(&GEOJSON_NAMES)?;
+                    g.kind = Some(kind.map(|i| GEOJSON_TYPES[i]));
+                }
                 0 => {
                     g.kind = None;
                     r.skip()?;
@@ -150,12 +153,13 @@ impl Coords {
                     _ => Coords::Position(xyz, n as u8),
                 });
             }
-            match Coords::read(r)? {
-                Coords::Num(v) if n < 3 => {
-                    xyz[n] = v;
+            match r.peek() {
+                // A position's numbers, read without a value for each.
+                b'-' | b'0'..=b'9' if n < 3 => {
+                    xyz[n] = r.number()?;
                     n += 1;
                 }
-                other => break other,
+                _ => break Coords::read(r)?,
             }
         };
         let mut items: Vec<Coords> = xyz[..n].iter().map(|&v| Coords::Num(v)).collect();
@@ -325,12 +329,13 @@ impl Encoder {
         if !geometry.is_object {
             return Err(self.malformed("a geometry must be a GeoJSON geometry object or null"));
         }
-        let name = geometry
-            .kind
-            .as_deref()
-            .ok_or_else(|| self.malformed("a geometry needs a string member \"type\""))?;
-        GeometryType::from_geojson(name)
-            .ok_or_else(|| self.malformed(format!("'{name}' is not a GeoJSON geometry type")))
+        match &geometry.kind {
+            Some(Ok(kind)) => Ok(*kind),
+            Some(Err(name)) => {
+                Err(self.malformed(format!("'{name}' is not a GeoJSON geometry type")))
+            }
+            None => Err(self.malformed("a geometry needs a string member \"type\"")),
+        }
     }
 
     fn header(&mut self, kind: GeometryType, top: bool) {

@@ -13,6 +13,28 @@ pub use encode::{encode_ewkb, encode_geometry, GeometryError, GeometryIn, MALFOR
 /// The SRID of CRS84 and EPSG:4326 input, and of geography columns without one.
 pub const WGS84_SRID: i32 = 4326;
 
+/// The geometry types of GeoJSON, as [`GEOJSON_NAMES`] names them.
+const GEOJSON_TYPES: [GeometryType; 7] = [
+    GeometryType::Point,
+    GeometryType::LineString,
+    GeometryType::Polygon,
+    GeometryType::MultiPoint,
+    GeometryType::MultiLineString,
+    GeometryType::MultiPolygon,
+    GeometryType::GeometryCollection,
+];
+
+/// The names of [`GEOJSON_TYPES`] in GeoJSON's `type`.
+const GEOJSON_NAMES: [&str; 7] = [
+    "Point",
+    "LineString",
+    "Polygon",
+    "MultiPoint",
+    "MultiLineString",
+    "MultiPolygon",
+    "GeometryCollection",
+];
+
 /// The OGC simple-feature types GeoJSON can express.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GeometryType {
@@ -47,19 +69,6 @@ impl GeometryType {
             Self::GeometryCollection => 7,
             Self::Unsupported => 0,
         }
-    }
-
-    fn from_geojson(name: &str) -> Option<Self> {
-        Some(match name {
-            "Point" => Self::Point,
-            "LineString" => Self::LineString,
-            "Polygon" => Self::Polygon,
-            "MultiPoint" => Self::MultiPoint,
-            "MultiLineString" => Self::MultiLineString,
-            "MultiPolygon" => Self::MultiPolygon,
-            "GeometryCollection" => Self::GeometryCollection,
-            _ => return None,
-        })
     }
 
     /// The Multi type a single geometry is promoted to.
@@ -143,5 +152,17 @@ impl GeometryColumn {
     /// The SRID input in SRID `input` must be transformed into, if any.
     pub fn transform_to(&self, input: i32) -> Option<i32> {
         (self.srid > 0 && self.srid != input).then_some(self.srid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geojson_names_match_their_types() {
+        for (kind, name) in GEOJSON_TYPES.iter().zip(GEOJSON_NAMES) {
+            assert_eq!(kind.name(), name);
+        }
     }
 }

@@ -177,8 +177,7 @@ impl<'a> Reader<'a> {
 
     /// Like [`Reader::member`], for objects whose members that matter have
     /// known names: the index of the name in `names`, or `names.len()` for
-    /// any other. A name written without escapes is compared in place, which
-    /// is most of the cost of reading a feature's keys.
+    /// any other.
     #[inline(always)]
     pub fn member_named(&mut self, first: &mut bool, names: &[&str]) -> Read<Option<usize>> {
         if !self.more(b'}', first, "expected `,` or `}`")? {
@@ -187,23 +186,38 @@ impl<'a> Reader<'a> {
         if self.peek() != b'"' {
             return self.fail("key must be a string");
         }
+        let index = self.quoted_among(names)?.unwrap_or(names.len());
+        self.colon()?;
+        Ok(Some(index))
+    }
+
+    /// A string that is most likely one of `names`: its index there, or
+    /// (`Err`) the string itself.
+    #[inline]
+    pub fn string_among(&mut self, names: &[&str]) -> Read<Result<usize, Cow<'a, str>>> {
+        if self.peek() != b'"' {
+            return self.fail("expected a string");
+        }
+        self.quoted_among(names)
+    }
+
+    /// The string whose opening quote is at the cursor, as its index in
+    /// `names` or (`Err`) itself. A string written without escapes is
+    /// compared in place, which is most of the cost of reading a feature's
+    /// keys.
+    #[inline(always)]
+    fn quoted_among(&mut self, names: &[&str]) -> Read<Result<usize, Cow<'a, str>>> {
         let rest = &self.text.as_bytes()[self.pos + 1..];
         let known = names.iter().position(|name| {
             let n = name.len();
             rest.get(n) == Some(&b'"') && rest[..n] == *name.as_bytes()
         });
-        let index = match known {
-            Some(i) => {
-                self.pos += names[i].len() + 2;
-                i
-            }
-            None => {
-                let name = self.quoted()?;
-                names.iter().position(|n| *n == name).unwrap_or(names.len())
-            }
-        };
-        self.colon()?;
-        Ok(Some(index))
+        if let Some(i) = known {
+            self.pos += names[i].len() + 2;
+            return Ok(Ok(i));
+        }
+        let string = self.quoted()?;
+        Ok(names.iter().position(|n| *n == string).ok_or(string))
     }
 
     /// The `:` after a member name.
@@ -429,6 +443,7 @@ impl<'a> Reader<'a> {
 
     /// Check the number at the cursor and move past it, with its decimal
     /// significand and exponent (for [`Reader::number`]'s fast path).
+    #[inline(always)]
     fn decimal(&mut self) -> Read<Decimal> {
         let bytes = self.text.as_bytes();
         let start = self.pos;
