@@ -23,7 +23,7 @@ bench-quick:
 	scripts/bench.sh --quick
 
 bench-parse:
-	cargo bench --bench parse
+	scripts/bench-parse.sh
 
 build:
 	cargo build --release

@@ -95,6 +95,31 @@ fn features<'a>(
     Ok(FeatureList::Array)
 }
 
+/// What the `type` member of a GeoJSON object says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `"Feature"`
+    Feature,
+    /// `"FeatureCollection"`
+    FeatureCollection,
+    /// Anything else.
+    Other,
+}
+
+impl Kind {
+    fn read(r: &mut Reader<'_>) -> Read<Self> {
+        if r.peek() != b'"' {
+            r.skip()?;
+            return Ok(Kind::Other);
+        }
+        Ok(match r.string_among(&["Feature", "FeatureCollection"])? {
+            Ok(0) => Kind::Feature,
+            Ok(_) => Kind::FeatureCollection,
+            Err(_) => Kind::Other,
+        })
+    }
+}
+
 /// The members of a Feature that are read, in the order of
 /// [`FeatureIn::member`], then a FeatureCollection's `features`.
 const BODY_MEMBERS: [&str; 5] = ["type", "geometry", "properties", "id", "features"];
@@ -105,8 +130,8 @@ const FEATURES: usize = 4;
 pub struct FeatureIn<'a> {
     /// The value was a JSON object.
     pub is_object: bool,
-    /// `type`, as JSON text.
-    pub kind: Option<&'a str>,
+    /// What `type` says.
+    pub kind: Option<Kind>,
     /// `geometry`: read in the same pass as the feature.
     pub geometry: Option<GeometryIn<'a>>,
     /// `properties`: read in the same pass as the feature.
@@ -136,7 +161,7 @@ impl<'a> FeatureIn<'a> {
     /// it is one of a Feature's, else skip it.
     fn member(&mut self, name: usize, r: &mut Reader<'a>, spare: &mut Members<'a>) -> Read<()> {
         match name {
-            0 => self.kind = Some(r.raw()?),
+            0 => self.kind = Some(Kind::read(r)?),
             1 => self.geometry = Some(GeometryIn::read(r)?),
             2 => self.properties = Some(Properties::read(r, spare)?),
             3 => self.id = Some(r.raw()?),
@@ -144,12 +169,6 @@ impl<'a> FeatureIn<'a> {
         }
         Ok(())
     }
-}
-
-/// Whether the JSON text `raw` is the string `want`.
-pub fn is_string(raw: &str, want: &str) -> bool {
-    (raw.len() == want.len() + 2 && raw[1..raw.len() - 1] == *want)
-        || (raw.starts_with('"') && Reader::new(raw).string().is_ok_and(|s| s == want))
 }
 
 /// A Feature's `properties` member.

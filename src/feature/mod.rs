@@ -17,7 +17,7 @@ pub use crate::geometry::MALFORMED;
 use crate::geometry::{encode_geometry, Crs, GeometryIn};
 use crate::json::Reader;
 use cells::Cells;
-use input::{is_string, read_body, read_feature, FeatureIn, FeatureList, Properties};
+use input::{read_body, read_feature, FeatureIn, FeatureList, Kind, Properties};
 use value::SqlValue;
 
 /// One feature as the columns it writes; left-out columns take their defaults.
@@ -140,12 +140,12 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
         ));
     }
     let kind = top.members.kind;
-    let single = if kind.is_some_and(|k| is_string(k, "Feature")) {
+    let single = if kind == Some(Kind::Feature) {
         // Anything read as `features` of a Feature is not a feature.
         v = Validator::new(coll, how);
         rows = v.feature(0, None, &top.members).into_iter().collect();
         true
-    } else if kind.is_some_and(|k| is_string(k, "FeatureCollection")) {
+    } else if kind == Some(Kind::FeatureCollection) {
         if top.features != FeatureList::Array {
             return Err(malformed(
                 "a FeatureCollection needs an array member \"features\"",
@@ -423,7 +423,7 @@ impl<'a> Validator<'a> {
     fn feature(&mut self, i: usize, index: Option<usize>, f: &FeatureIn<'_>) -> Option<FeatureRow> {
         let patch = self.purpose == Purpose::Patch;
         let is_feature = match f.kind {
-            Some(kind) => is_string(kind, "Feature"),
+            Some(kind) => kind == Kind::Feature,
             None => patch, // a merge patch names only what changes
         };
         if !(f.is_object && is_feature) {
