@@ -74,3 +74,33 @@ impl Cells {
         FeatureRow { shape, values }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_come_out_in_column_order_and_share_shapes() {
+        let mut cells = Cells::new(4);
+        let mut shapes = Vec::new();
+        cells.set(3, SqlValue::Int4(3));
+        cells.set_property(1, SqlValue::Int4(1));
+        assert!(cells.has(3) && cells.has(1) && !cells.has(0));
+        assert!(cells.has_property(1) && !cells.has_property(3));
+        let row = cells.take_row(&mut shapes);
+        assert_eq!(row.values, [SqlValue::Int4(1), SqlValue::Int4(3)]);
+        assert_eq!(shapes, [vec![1, 3]]);
+        // Emptied for the next feature, which writes the same columns.
+        assert!(!cells.has(1) && !cells.has_property(1));
+        cells.set_property(1, SqlValue::Null);
+        cells.set(3, SqlValue::Int4(4));
+        assert_eq!(cells.take_row(&mut shapes).shape, 0);
+        // A feature with problems leaves nothing behind.
+        cells.set_property(2, SqlValue::Null);
+        cells.clear();
+        cells.set(0, SqlValue::Int4(0));
+        let row = cells.take_row(&mut shapes);
+        assert_eq!((row.shape, row.values.len()), (1, 1));
+        assert_eq!(shapes[1], [0]);
+    }
+}
