@@ -108,14 +108,17 @@ pub enum Kind {
 
 impl Kind {
     fn read(r: &mut Reader<'_>) -> Read<Self> {
-        if r.peek() != b'"' {
-            r.skip()?;
-            return Ok(Kind::Other);
-        }
-        Ok(match r.string_among(&["Feature", "FeatureCollection"])? {
-            Ok(0) => Kind::Feature,
-            Ok(_) => Kind::FeatureCollection,
-            Err(_) => Kind::Other,
+        // Checked, not decoded: a string that is no text (a lone surrogate)
+        // makes its object "not a Feature", not the body "not JSON".
+        Ok(match r.raw()? {
+            r#""Feature""# => Kind::Feature,
+            r#""FeatureCollection""# => Kind::FeatureCollection,
+            plain if !plain.contains('\\') => Kind::Other,
+            escaped => match Reader::new(escaped).string().as_deref() {
+                Ok("Feature") => Kind::Feature,
+                Ok("FeatureCollection") => Kind::FeatureCollection,
+                _ => Kind::Other,
+            },
         })
     }
 }

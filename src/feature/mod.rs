@@ -302,7 +302,7 @@ struct Validator<'a> {
     malformed: bool,
     shapes: Vec<Vec<usize>>,
     purpose: Purpose,
-    /// (column, value) of the feature being validated; reused.
+    /// The values of the feature being validated, by column; reused.
     cells: Cells,
     /// PUT/PATCH: the key given as a property, as text.
     key_property: Option<String>,
@@ -587,6 +587,14 @@ impl<'a> Validator<'a> {
                 None,
             ));
         }
+        if ci == self.coll.geometry {
+            // Even as null: the geometry is the "geometry" member's alone.
+            return Err((
+                "read_only",
+                "the geometry column is written from the Feature's \"geometry\" member".into(),
+                None,
+            ));
+        }
         if value == "null" {
             return if col.not_null && !self.coll.before_insert_trigger {
                 Err(("not_nullable", format!("'{}' is NOT NULL", col.name), None))
@@ -610,13 +618,6 @@ impl<'a> Validator<'a> {
         let result = match &col.ty {
             ColumnType::Scalar(t) => coerce::scalar(value, *t),
             ColumnType::Array(t) => coerce::array(value, *t),
-            ColumnType::Geometry(_) if ci == self.coll.geometry => {
-                return Err((
-                    "read_only",
-                    "the geometry column is written from the Feature's \"geometry\" member".into(),
-                    None,
-                ))
-            }
             ColumnType::Geometry(_) | ColumnType::Unsupported => {
                 return Err((
                     "unsupported_type",

@@ -1,6 +1,6 @@
 //! Decimal → f64, correctly rounded, from the digits the reader already
-//! scanned: the usual coordinate (up to 19 significant digits and no large
-//! exponent) never goes back to its text.
+//! scanned: the usual coordinate (up to 19 digits written, leading zeros
+//! included, and no large exponent) never goes back to its text.
 
 /// Exact powers of ten as f64 (10^22 is the largest).
 const POW10: [f64; 23] = [
@@ -33,8 +33,10 @@ pub fn from_decimal(significand: u64, digits: usize, scale: i64) -> Option<f64> 
     None
 }
 
-/// The f64 nearest to `w / 10^k` (ties to even), for `0 < w`, `k <= 19`.
+/// The f64 nearest to `w / 10^k` (ties to even), for `w >= 2^53` (smaller
+/// ones take Clinger's path) and `k <= 19`.
 fn divided(w: u64, k: u32) -> f64 {
+    debug_assert!(w >= 1 << 53 && k <= 19);
     let d = u128::from(10u64.pow(k));
     // Shift w to fill all 128 bits: the quotient then has at least 64 bits
     // (d < 2^64), more than the 53 kept plus a rounding bit.
@@ -49,7 +51,7 @@ fn divided(w: u64, k: u32) -> f64 {
     if top & 1 == 1 && (sticky || mantissa & 1 == 1) {
         mantissa += 1;
     }
-    // n / d = q × 2^-shift, and q lies in [2^(bits-1), 2^bits).
+    // w / 10^k = n / d × 2^-shift ≈ q × 2^-shift, and q lies in [2^(bits-1), 2^bits).
     let mut exponent = i64::from(bits) - 1 - i64::from(shift);
     if mantissa == 1 << 53 {
         mantissa >>= 1;

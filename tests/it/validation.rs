@@ -87,6 +87,11 @@ async fn property_errors_name_feature_and_field() {
             "/features/1/properties/geom",
             "read_only",
         ),
+        (
+            json!({"name": "ok", "geom": null}),
+            "/features/1/properties/geom",
+            "read_only",
+        ),
     ];
     for (props, pointer, code) in cases {
         let body = collection(vec![
@@ -180,6 +185,20 @@ async fn unrepresentable_text_is_a_422() {
         .await;
     assert_eq!(r.status, 422, "{r:?}");
     assert_eq!(first_error(&r), ("/properties/name", "invalid_text"));
+    assert_nothing_written(&app).await;
+}
+
+#[tokio::test]
+async fn a_type_that_is_no_text_names_its_feature() {
+    let app = TestApp::new(TABLE).await;
+    // A lone surrogate is valid JSON but no text: that feature is not a
+    // Feature; the body is still JSON.
+    let body = r#"{"type":"FeatureCollection","features":[{"type":"\ud800","geometry":null,"properties":{}}]}"#;
+    let r = app
+        .post_raw("/collections/v/items", Some("application/geo+json"), body)
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(first_error(&r), ("/features/0", "invalid_geojson"));
     assert_nothing_written(&app).await;
 }
 
