@@ -175,30 +175,31 @@ async fn geometry_errors_point_into_the_coordinates() {
     assert_nothing_written(&app).await;
 }
 
+/// A lone surrogate is valid JSON but no text: the value (or, in `type`,
+/// the feature) is at fault, and the body is still JSON.
 #[tokio::test]
-async fn unrepresentable_text_is_a_422() {
+async fn text_that_is_no_text_names_its_place() {
     let app = TestApp::new(TABLE).await;
-    let body = r#"{"type":"Feature","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]},
-        "properties":{"name":"\ud800"}}"#;
-    let r = app
-        .post_raw("/collections/v/items", Some("application/geo+json"), body)
-        .await;
-    assert_eq!(r.status, 422, "{r:?}");
-    assert_eq!(first_error(&r), ("/properties/name", "invalid_text"));
-    assert_nothing_written(&app).await;
-}
-
-#[tokio::test]
-async fn a_type_that_is_no_text_names_its_feature() {
-    let app = TestApp::new(TABLE).await;
-    // A lone surrogate is valid JSON but no text: that feature is not a
-    // Feature; the body is still JSON.
-    let body = r#"{"type":"FeatureCollection","features":[{"type":"\ud800","geometry":null,"properties":{}}]}"#;
-    let r = app
-        .post_raw("/collections/v/items", Some("application/geo+json"), body)
-        .await;
-    assert_eq!(r.status, 400, "{r:?}");
-    assert_eq!(first_error(&r), ("/features/0", "invalid_geojson"));
+    let cases = [
+        (
+            r#"{"type":"Feature","geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]},
+            "properties":{"name":"\ud800"}}"#,
+            422,
+            ("/properties/name", "invalid_text"),
+        ),
+        (
+            r#"{"type":"FeatureCollection","features":[{"type":"\ud800","geometry":null,"properties":{}}]}"#,
+            400,
+            ("/features/0", "invalid_geojson"),
+        ),
+    ];
+    for (body, status, error) in cases {
+        let r = app
+            .post_raw("/collections/v/items", Some("application/geo+json"), body)
+            .await;
+        assert_eq!(r.status, status, "{r:?}");
+        assert_eq!(first_error(&r), error);
+    }
     assert_nothing_written(&app).await;
 }
 
