@@ -164,11 +164,8 @@ impl<'a> Reader<'a> {
     /// value; `None` after its closing brace. `first` starts `true`.
     #[inline(always)]
     pub fn member(&mut self, first: &mut bool) -> Read<Option<Cow<'a, str>>> {
-        if !self.more(b'}', first, "expected `,` or `}`")? {
+        if !self.at_key(first)? {
             return Ok(None);
-        }
-        if self.peek() != b'"' {
-            return self.fail("key must be a string");
         }
         let name = self.quoted()?;
         self.colon()?;
@@ -180,15 +177,35 @@ impl<'a> Reader<'a> {
     /// any other.
     #[inline(always)]
     pub fn member_named(&mut self, first: &mut bool, names: &[&str]) -> Read<Option<usize>> {
-        if !self.more(b'}', first, "expected `,` or `}`")? {
+        if !self.at_key(first)? {
             return Ok(None);
-        }
-        if self.peek() != b'"' {
-            return self.fail("key must be a string");
         }
         let index = self.quoted_among(names)?.unwrap_or(names.len());
         self.colon()?;
         Ok(Some(index))
+    }
+
+    /// Whether the object entered last has another member, with the cursor
+    /// on its name's opening quote.
+    #[inline(always)]
+    fn at_key(&mut self, first: &mut bool) -> Read<bool> {
+        if !self.more(b'}', first, "expected `,` or `}`")? {
+            return Ok(false);
+        }
+        if self.peek() != b'"' {
+            return self.fail("key must be a string");
+        }
+        Ok(true)
+    }
+
+    /// The `:` after a member name.
+    #[inline(always)]
+    fn colon(&mut self) -> Read<()> {
+        if self.peek() != b':' {
+            return self.fail("expected `:`");
+        }
+        self.pos += 1;
+        Ok(())
     }
 
     /// A string that is most likely one of `names`: its index there, or
@@ -218,16 +235,6 @@ impl<'a> Reader<'a> {
         }
         let string = self.quoted()?;
         Ok(names.iter().position(|n| *n == string).ok_or(string))
-    }
-
-    /// The `:` after a member name.
-    #[inline(always)]
-    fn colon(&mut self) -> Read<()> {
-        if self.peek() != b':' {
-            return self.fail("expected `:`");
-        }
-        self.pos += 1;
-        Ok(())
     }
 
     /// Whether the array entered last has another element (positioned at it).
