@@ -25,7 +25,7 @@ struct Bouncer {
 impl Bouncer {
     /// A bouncer in `mode` in front of `db`'s cluster, and `db`'s URL through it.
     async fn in_front_of(db: &TestDb, mode: &str) -> (Bouncer, String) {
-        let pg_port = port_of(&db.url);
+        let pg_port = db.addr().port();
         let bouncer = Bouncer::start(pg_port, mode).await;
         let url = db
             .url
@@ -96,20 +96,6 @@ fn is_root() -> bool {
     std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap_or(false)
-}
-
-/// The port in a `postgres://user@host:port/db` URL.
-fn port_of(url: &str) -> u16 {
-    let after = url.rsplit('@').next().unwrap();
-    after
-        .split(':')
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 async fn the_api_works_behind(mode: &str, pooler: Pooler) {

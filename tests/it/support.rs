@@ -42,6 +42,12 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// The server's address, from the `postgres://user@host:port/db` URL.
+    pub fn addr(&self) -> SocketAddr {
+        let host_port = self.url.rsplit('@').next().unwrap().split('/').next();
+        host_port.unwrap().parse().unwrap()
+    }
+
     /// Create a database and run `setup` in it.
     pub async fn new(setup: &str) -> TestDb {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -229,16 +235,7 @@ pub fn collection(features: Vec<Value>) -> Value {
 
 /// Start a proxy in front of `db` and return it with a configuration that goes through it.
 pub async fn via_proxy(db: &TestDb, one_way: Duration) -> (Proxy, Config) {
-    let pg: SocketAddr = db
-        .url
-        .split('@')
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pg = db.addr();
     let proxy = Proxy::start(pg, one_way).await.unwrap();
     let url = db
         .url
