@@ -15,7 +15,7 @@ use super::query_pairs;
 use super::representation::{
     check_writable, client_keys, created, feature_response, item_allow, options_response,
     precondition, precondition_failed, reading, set_preference_applied, unknown_feature,
-    within_reading_rights, Return, FEATURE_TYPES, PATCH_TYPES,
+    Preferences, Return, FEATURE_TYPES, PATCH_TYPES,
 };
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -109,7 +109,7 @@ fn changed(
     coll: &Collection,
     id: &str,
     base: &BaseUrl,
-    headers: &HeaderMap,
+    preferences: &Preferences,
     crs: &Crs,
 ) -> Result<Response, ApiError> {
     let mut response = match outcome {
@@ -125,7 +125,7 @@ fn changed(
         Outcome::Done(Some(stored)) => feature_response(
             StatusCode::OK,
             &stored,
-            Return::from_headers(headers),
+            preferences.return_,
             base,
             coll,
             id,
@@ -133,20 +133,23 @@ fn changed(
         ),
         Outcome::Done(None) => StatusCode::NO_CONTENT.into_response(),
     };
-    set_preference_applied(&mut response, headers, true);
+    set_preference_applied(&mut response, preferences, true);
     Ok(response)
 }
 
-/// The collection `caller` may write (else 401/403/404/405), and the state
-/// to write it with (SQL run as the caller's role).
+/// The collection `caller` may write (else 401/403/404/405), the state to
+/// write it with (SQL run as the caller's role), and the request's
+/// preferences as far as the caller's rights go.
 fn for_writing(
     state: &AppState,
     caller: &Caller,
     collection_id: &str,
-) -> Result<(Arc<Collection>, AppState), ApiError> {
+    headers: &HeaderMap,
+) -> Result<(Arc<Collection>, AppState, Preferences), ApiError> {
     let coll = state.to_write(caller, collection_id)?;
     check_writable(&coll, item_allow(&coll, caller))?;
-    Ok((coll, state.for_caller(caller)))
+    let preferences = Preferences::new(headers, caller.can_read(&coll.id));
+    Ok((coll, state.for_caller(caller), preferences))
 }
 
 /// What a write of one feature came to: a stored response replayed, or a change.
@@ -188,11 +191,11 @@ async fn replace_or_update(
     state: &AppState,
     caller: &Caller,
     (coll, id): (&Collection, &str),
-    headers: &HeaderMap,
+    (headers, preferences): (&HeaderMap, &Preferences),
     body: Body,
     purpose: Purpose,
 ) -> Result<Attempt, ApiError> {
-    let how = reading(headers, coll, state.input_limits)?;
+    let how = reading(headers, coll, state.input_limits, preferences)?;
     let (accepted, method) = match purpose {
         Purpose::Patch => (PATCH_TYPES, "PATCH"),
         _ => (FEATURE_TYPES, "PUT"),
@@ -244,11 +247,11 @@ pub async fn put(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (coll, state) = for_writing(&state, &caller, &collection_id)?;
-    let headers = within_reading_rights(headers, caller.can_read(&coll.id));
+    let (coll, state, preferences) = for_writing(&state, &caller, &collection_id, &headers)?;
     let feature = (coll.as_ref(), id.as_str());
+    let request = (&headers, &preferences);
     let attempt =
-        replace_or_update(&state, &caller, feature, &headers, body, Purpose::Replace).await?;
+        replace_or_update(&state, &caller, feature, request, body, Purpose::Replace).await?;
     let (parsed, Changed { outcome, keyed }, crs) = match attempt {
         Attempt::Replayed(response) => return Ok(response),
         Attempt::Made(made) => *made,
@@ -260,13 +263,13 @@ pub async fn put(
         item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
             .await
             .map(|stored| {
-                let preference = Return::from_headers(&headers);
+                let preference = preferences.return_;
                 let mut response = created(&stored, preference, &base, &coll, &id, &crs);
-                set_preference_applied(&mut response, &headers, true);
+                set_preference_applied(&mut response, &preferences, true);
                 response
             })
     } else {
-        changed(outcome, &coll, &id, &base, &headers, &crs)
+        changed(outcome, &coll, &id, &base, &preferences, &crs)
     };
     answer_keyed(keyed, response).await
 }
@@ -290,16 +293,16 @@ pub async fn patch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (coll, state) = for_writing(&state, &caller, &collection_id)?;
-    let headers = within_reading_rights(headers, caller.can_read(&coll.id));
+    let (coll, state, preferences) = for_writing(&state, &caller, &collection_id, &headers)?;
     let feature = (coll.as_ref(), id.as_str());
+    let request = (&headers, &preferences);
     let attempt =
-        replace_or_update(&state, &caller, feature, &headers, body, Purpose::Patch).await?;
+        replace_or_update(&state, &caller, feature, request, body, Purpose::Patch).await?;
     match attempt {
         Attempt::Replayed(response) => Ok(response),
         Attempt::Made(made) => {
             let (_, Changed { outcome, keyed }, crs) = *made;
-            let response = changed(outcome, &coll, &id, &base, &headers, &crs);
+            let response = changed(outcome, &coll, &id, &base, &preferences, &crs);
             answer_keyed(keyed, response).await
         }
     }
@@ -322,7 +325,7 @@ pub async fn delete(
     base: BaseUrl,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (coll, state) = for_writing(&state, &caller, &collection_id)?;
+    let (coll, state, preferences) = for_writing(&state, &caller, &collection_id, &headers)?;
     let pre = precondition(&headers, &coll)?;
     let crs = &coll.crs[0];
     let key = match item_key(&state, &caller, &headers, "DELETE", (&coll, &id), &[]).await? {
@@ -332,7 +335,7 @@ pub async fn delete(
     let delete = ItemChange::Delete;
     let Changed { outcome, keyed } =
         item::change(&state.db, &coll, &id, delete, &[], &pre, crs, key.as_ref()).await?;
-    let response = changed(outcome, &coll, &id, &base, &headers, crs);
+    let response = changed(outcome, &coll, &id, &base, &preferences, crs);
     answer_keyed(keyed, response).await
 }
 

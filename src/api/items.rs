@@ -14,7 +14,7 @@ use super::model::{FeatureCollection, FeatureOrCollection};
 use super::query_pairs;
 use super::representation::{
     check_writable, created, item_path, items_allow, options_response, reading, set_content_crs,
-    set_location, set_preference_applied, within_reading_rights, Return, FEATURE_TYPES, GEOJSON,
+    set_location, set_preference_applied, Preferences, Return, FEATURE_TYPES, GEOJSON,
 };
 use super::transactions;
 use crate::app::AppState;
@@ -128,12 +128,12 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.to_write(&caller, &collection_id)?;
-    let headers = within_reading_rights(headers, caller.can_read(&coll.id));
+    let preferences = Preferences::new(&headers, caller.can_read(&coll.id));
     let mode = transactions::mode(query.as_deref(), true)?;
     check_writable(&coll, items_allow(&coll, &caller))?;
     let state = state.for_caller(&caller);
     check_content_type(&headers, FEATURE_TYPES)?;
-    let mut how = reading(&headers, &coll, state.input_limits)?;
+    let mut how = reading(&headers, &coll, state.input_limits, &preferences)?;
     // Skip mode writes every valid feature: invalid ones are reported, not refused.
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
@@ -173,10 +173,10 @@ pub async fn create(
     .await?;
     let Some(id) = report.ids.text(0).filter(|_| single) else {
         let mut response = (StatusCode::CREATED, Json(&report)).into_response();
-        set_preference_applied(&mut response, &headers, false);
+        set_preference_applied(&mut response, &preferences, false);
         return Ok(response);
     };
-    let preference = Return::from_headers(&headers);
+    let preference = preferences.return_;
     let mut response = match preference {
         Return::Unspecified => (StatusCode::CREATED, Json(&report)).into_response(),
         _ => match read::item(&state.db, &coll, &id, &crs).await? {
@@ -186,7 +186,11 @@ pub async fn create(
         },
     };
     set_location(&mut response, &base, &coll, &id);
-    set_preference_applied(&mut response, &headers, preference != Return::Unspecified);
+    set_preference_applied(
+        &mut response,
+        &preferences,
+        preference != Return::Unspecified,
+    );
     Ok(response)
 }
 

@@ -117,51 +117,138 @@ pub enum Return {
     Representation,
 }
 
-/// The preferences (`return=…`, `handling=…`) of a request, lower-cased.
-fn preferences(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all("prefer")
-        .iter()
-        .flat_map(|v| v.to_str().unwrap_or("").split(','))
-        .map(|t| t.trim().to_ascii_lowercase().replace(' ', ""))
-        .collect()
+/// `Prefer: handling=…` (RFC 7240).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    /// Not asked for: strict.
+    Unspecified,
+    /// `handling=strict`: unknown properties are refused.
+    Strict,
+    /// `handling=lenient`: unknown properties are ignored.
+    Lenient,
 }
 
-impl Return {
-    /// Read the `return` preference of a request.
-    pub fn from_headers(headers: &HeaderMap) -> Self {
-        let mut result = Return::Unspecified;
-        for p in preferences(headers) {
-            match p.as_str() {
-                "return=minimal" => result = Return::Minimal,
-                "return=representation" => result = Return::Representation,
+/// The preferences of a request (RFC 7240), read once from its `Prefer`
+/// headers, with the `return` the caller is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preferences {
+    /// The `return` the client asked for.
+    asked: Return,
+    /// The `return` it gets: never the feature for a caller who may not read it.
+    pub return_: Return,
+    /// How the body is read.
+    pub handling: Handling,
+}
+
+impl Preferences {
+    /// The preferences in `headers` of a caller who may (`may_read`) or may
+    /// not read the collection: one who may not is answered minimally.
+    pub fn new(headers: &HeaderMap, may_read: bool) -> Self {
+        let (mut asked, mut handling) = (None, None);
+        for (name, value) in preferences(headers) {
+            // Only the first instance of a preference counts (RFC 7240 2).
+            match name.as_str() {
+                "return" if asked.is_none() => {
+                    asked = Some(match value.as_str() {
+                        "minimal" => Return::Minimal,
+                        "representation" => Return::Representation,
+                        _ => Return::Unspecified,
+                    })
+                }
+                "handling" if handling.is_none() => {
+                    handling = Some(match value.as_str() {
+                        "strict" => Handling::Strict,
+                        "lenient" => Handling::Lenient,
+                        _ => Handling::Unspecified,
+                    })
+                }
                 _ => {}
             }
         }
-        result
+        let asked = asked.unwrap_or(Return::Unspecified);
+        let return_ = match asked {
+            Return::Representation if !may_read => Return::Minimal,
+            asked => asked,
+        };
+        Preferences {
+            asked,
+            return_,
+            handling: handling.unwrap_or(Handling::Unspecified),
+        }
+    }
+
+    /// The `Preference-Applied` values: `handling`, and `return` when the
+    /// answer `answers_return` and it is what the client asked for.
+    fn applied(&self, answers_return: bool) -> Vec<&'static str> {
+        let handling = match self.handling {
+            Handling::Unspecified => None,
+            Handling::Strict => Some("handling=strict"),
+            Handling::Lenient => Some("handling=lenient"),
+        };
+        let given = match self.return_ {
+            _ if !answers_return || self.return_ != self.asked => None,
+            Return::Unspecified => None,
+            Return::Minimal => Some("return=minimal"),
+            Return::Representation => Some("return=representation"),
+        };
+        handling.into_iter().chain(given).collect()
     }
 }
 
-/// The request's headers as far as a caller who may not read the collection
-/// may have them: `Prefer: return=representation` becomes `return=minimal`,
-/// so that a write-only credential is not answered with the stored feature.
-pub fn within_reading_rights(mut headers: HeaderMap, may_read: bool) -> HeaderMap {
-    if may_read {
-        return headers;
-    }
-    let prefer: Vec<HeaderValue> = headers
+/// Each preference of the `Prefer` headers (RFC 7240: a comma-separated
+/// list, `name[=value]` with optional whitespace around `=`, a token or a
+/// quoted value, parameters after `;`) as its name and value, lower-cased.
+fn preferences(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
         .get_all("prefer")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .filter_map(|v| {
-            HeaderValue::from_str(&v.replace("return=representation", "return=minimal")).ok()
+        .flat_map(|v| split_unquoted(v, ','))
+        .filter_map(|preference| {
+            let head = split_unquoted(preference, ';').into_iter().next()?;
+            let (name, value) = head.split_once('=').unwrap_or((head, ""));
+            let name = name.trim().to_ascii_lowercase();
+            let value = unquote(value.trim()).to_ascii_lowercase();
+            (!name.is_empty()).then_some((name, value))
         })
-        .collect();
-    headers.remove("prefer");
-    for value in prefer {
-        headers.append("prefer", value);
+        .collect()
+}
+
+/// `text` cut at each `separator` outside a quoted string.
+fn split_unquoted(text: &str, separator: char) -> Vec<&str> {
+    let (mut parts, mut start) = (Vec::new(), 0);
+    let (mut quoted, mut escaped) = (false, false);
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            c if c == separator && !quoted => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
     }
-    headers
+    parts.push(&text[start..]);
+    parts
+}
+
+/// The value of a token or of a quoted string (RFC 9110 5.6.4).
+fn unquote(word: &str) -> String {
+    let Some(inner) = word.strip_prefix('"').and_then(|w| w.strip_suffix('"')) else {
+        return word.to_owned();
+    };
+    let mut value = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        value.push(if c == '\\' {
+            chars.next().unwrap_or(c)
+        } else {
+            c
+        });
+    }
+    value
 }
 
 /// How the body of a write is read: its `Content-Crs`, and `Prefer:
@@ -170,26 +257,24 @@ pub fn reading(
     headers: &HeaderMap,
     coll: &Collection,
     limits: InputLimits,
+    preferences: &Preferences,
 ) -> Result<Reading, ApiError> {
     Ok(Reading {
         crs: body_crs(headers, coll)?.clone(),
-        lenient: preferences(headers).iter().any(|p| p == "handling=lenient"),
+        lenient: preferences.handling == Handling::Lenient,
         keep_valid: false,
         limits,
     })
 }
 
 /// `Preference-Applied`: the request's `handling` preference, and its
-/// `return` preference when `return_honoured`.
-pub fn set_preference_applied(response: &mut Response, headers: &HeaderMap, return_honoured: bool) {
-    let applied: Vec<String> = preferences(headers)
-        .into_iter()
-        .filter(|p| {
-            matches!(p.as_str(), "handling=strict" | "handling=lenient")
-                || (return_honoured
-                    && matches!(p.as_str(), "return=minimal" | "return=representation"))
-        })
-        .collect();
+/// `return` preference when the response `answers_return` as it was asked.
+pub fn set_preference_applied(
+    response: &mut Response,
+    preferences: &Preferences,
+    answers_return: bool,
+) {
+    let applied = preferences.applied(answers_return);
     if let Ok(v) = HeaderValue::from_str(&applied.join(", ")) {
         if !applied.is_empty() {
             response.headers_mut().insert("preference-applied", v);
@@ -357,4 +442,56 @@ pub fn feature_response(
         set_content_crs(headers, crs);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(values: &[&str], may_read: bool) -> Preferences {
+        let mut headers = HeaderMap::new();
+        for v in values {
+            headers.append("prefer", HeaderValue::from_str(v).unwrap());
+        }
+        Preferences::new(&headers, may_read)
+    }
+
+    #[test]
+    fn prefer_is_read_as_rfc_7240_writes_it() {
+        for spelling in [
+            "return=representation",
+            "Return=Representation",
+            "return = representation",
+            "RETURN=\"representation\"",
+            "respond-async, return=representation; a=\"x, return=minimal\"",
+        ] {
+            let p = of(&[spelling], true);
+            assert_eq!(p.return_, Return::Representation, "{spelling}");
+            assert_eq!(p.applied(true), ["return=representation"], "{spelling}");
+        }
+        // Only the first instance counts, across headers too.
+        let p = of(
+            &["handling=Lenient", "return=minimal, return=representation"],
+            true,
+        );
+        assert_eq!(
+            (p.return_, p.handling),
+            (Return::Minimal, Handling::Lenient)
+        );
+        assert_eq!(
+            of(&["x=\"return=minimal\""], true).return_,
+            Return::Unspecified
+        );
+    }
+
+    #[test]
+    fn a_caller_who_may_not_read_is_answered_minimally_and_told_nothing_else() {
+        let p = of(&["Return=Representation, handling=strict"], false);
+        assert_eq!(p.return_, Return::Minimal);
+        assert_eq!(p.applied(true), ["handling=strict"]);
+        assert_eq!(
+            of(&["return=minimal"], false).applied(true),
+            ["return=minimal"]
+        );
+    }
 }

@@ -17,6 +17,7 @@ mod ogc_write;
 mod openapi;
 mod poolers;
 mod push;
+mod rights;
 mod round_trips;
 mod sessions;
 mod settings;
