@@ -19,10 +19,12 @@ use super::representation::{
 use super::transactions;
 use crate::app::AppState;
 use crate::auth::Caller;
+use crate::catalog::Collection;
 use crate::error::{ApiError, Problem};
 use crate::feature::parse_body;
+use crate::geometry::Crs;
 use crate::read::params::{percent_encode, ItemsQuery};
-use crate::read::{self};
+use crate::read::{self, StoredFeature};
 use crate::session::{self, Mode};
 use crate::write::idempotency::Idempotency;
 use crate::write::report::WriteReport;
@@ -177,21 +179,34 @@ pub async fn create(
         return Ok(response);
     };
     let preference = preferences.return_;
-    let mut response = match preference {
-        Return::Unspecified => (StatusCode::CREATED, Json(&report)).into_response(),
-        _ => match read::item(&state.db, &coll, &id, &crs).await? {
-            Some(stored) => created(&stored, preference, &base, &coll, &id, &crs),
-            // Gone already (deleted by another request): the report still tells the id.
-            None => (StatusCode::CREATED, Json(&report)).into_response(),
-        },
+    let stored = match preference {
+        Return::Unspecified => None,
+        _ => read_back(&state, &coll, &id, &crs).await,
+    };
+    let mut response = match &stored {
+        Some(stored) => created(stored, preference, &base, &coll, &id, &crs),
+        None => (StatusCode::CREATED, Json(&report)).into_response(),
     };
     set_location(&mut response, &base, &coll, &id);
-    set_preference_applied(
-        &mut response,
-        &preferences,
-        preference != Return::Unspecified,
-    );
+    set_preference_applied(&mut response, &preferences, stored.is_some());
     Ok(response)
+}
+
+/// The feature just created and committed, if it can be read. A read that
+/// fails (the role may INSERT but not SELECT, a row security policy hides
+/// it, it is already deleted, no connection is free) must not answer an
+/// error for a row that exists: the caller gets the 201 report instead.
+async fn read_back(
+    state: &AppState,
+    coll: &Collection,
+    id: &str,
+    crs: &Crs,
+) -> Option<StoredFeature> {
+    read::item(&state.db, coll, id, crs)
+        .await
+        .inspect_err(|e| tracing::warn!(collection = %coll.id, id, error = %e, "created feature not read back; answered with the report"))
+        .ok()
+        .flatten()
 }
 
 /// `OPTIONS`: the methods this collection allows and the bodies POST takes.
