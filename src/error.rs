@@ -36,7 +36,8 @@ pub struct FieldError {
     /// Column named by the database.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub column: Option<String>,
-    /// The database's DETAIL line.
+    /// The database's DETAIL line (never a failing row, and only for
+    /// callers who may read the collection).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
@@ -55,6 +56,15 @@ impl FieldError {
             column: None,
             detail: None,
         }
+    }
+
+    /// As told to a caller who may or may not (`may_read`) read the
+    /// collection: a DETAIL can quote values stored in it, so only readers get it.
+    pub fn for_reader(mut self, may_read: bool) -> Self {
+        if !may_read {
+            self.detail = None;
+        }
+        self
     }
 }
 
@@ -193,6 +203,13 @@ impl ApiError {
     /// Attach the per-batch report of a failed write.
     pub fn with_batches(mut self, batches: Vec<BatchReport>) -> Self {
         self.0.batches = Some(batches);
+        self
+    }
+
+    /// [`FieldError::for_reader`] for each feature-level problem.
+    pub fn for_reader(mut self, may_read: bool) -> Self {
+        let errors = std::mem::take(&mut self.0.errors);
+        self.0.errors = errors.into_iter().map(|e| e.for_reader(may_read)).collect();
         self
     }
 

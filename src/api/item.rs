@@ -224,7 +224,8 @@ async fn replace_or_update(
         &crs,
         key.as_ref(),
     )
-    .await?;
+    .await
+    .map_err(|e| e.for_reader(caller.can_read(&coll.id)))?;
     Ok(Attempt::Made(Box::new((parsed, changed, crs))))
 }
 
@@ -262,6 +263,7 @@ pub async fn put(
         let (columns, values) = (&parsed.columns, &parsed.values);
         item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
             .await
+            .map_err(|e| e.for_reader(caller.can_read(&coll.id)))
             .map(|stored| {
                 let preference = preferences.return_;
                 let mut response = created(&stored, preference, &base, &coll, &id, &crs);
@@ -334,7 +336,9 @@ pub async fn delete(
     };
     let delete = ItemChange::Delete;
     let Changed { outcome, keyed } =
-        item::change(&state.db, &coll, &id, delete, &[], &pre, crs, key.as_ref()).await?;
+        item::change(&state.db, &coll, &id, delete, &[], &pre, crs, key.as_ref())
+            .await
+            .map_err(|e| e.for_reader(caller.can_read(&coll.id)))?;
     let response = changed(outcome, &coll, &id, &base, &preferences, crs);
     answer_keyed(keyed, response).await
 }

@@ -130,7 +130,8 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     let coll = state.to_write(&caller, &collection_id)?;
-    let preferences = Preferences::new(&headers, caller.can_read(&coll.id));
+    let may_read = caller.can_read(&coll.id);
+    let preferences = Preferences::new(&headers, may_read);
     let mode = transactions::mode(query.as_deref(), true)?;
     check_writable(&coll, items_allow(&coll, &caller))?;
     let state = state.for_caller(&caller);
@@ -157,7 +158,7 @@ pub async fn create(
     let single = parsed.single;
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.
-        let (operations, steps) = session::inserts(&coll, parsed);
+        let (operations, steps) = session::inserts(&coll, parsed, may_read);
         let key = idempotency.as_ref();
         return transactions::answer(&state, &operations, &steps, mode, key).await;
     }
@@ -172,7 +173,8 @@ pub async fn create(
         state.write,
         idempotency,
     )
-    .await?;
+    .await
+    .map_err(|e| e.for_reader(may_read))?;
     let Some(id) = report.ids.text(0).filter(|_| single) else {
         let mut response = (StatusCode::CREATED, Json(&report)).into_response();
         set_preference_applied(&mut response, &preferences, false);

@@ -136,6 +136,7 @@ pub fn parse(
             }])
         })?;
         let first = steps.len();
+        let may_read = caller.can_read(&op.collection);
         match read(state, &op, kind, &at, &mut steps) {
             Ok((at, indexed)) => operations.push(Operation {
                 op: kind,
@@ -145,6 +146,7 @@ pub fn parse(
                 indexed,
                 rejected: None,
                 feature: None,
+                may_read,
             }),
             Err(err) => {
                 steps.truncate(first);
@@ -162,6 +164,7 @@ pub fn parse(
                         indexed: false,
                         rejected: own.listed.into_iter().next(),
                         feature: None,
+                        may_read,
                     });
                 } else {
                     problems.merge(own);

@@ -115,6 +115,8 @@ pub struct Operation {
     pub rejected: Option<FieldError>,
     /// The feature it is, when the session is a FeatureCollection's (`?mode=` on items).
     pub feature: Option<usize>,
+    /// The caller may read its collection: told the database's DETAIL lines.
+    pub may_read: bool,
 }
 
 /// What one statement does.
@@ -234,7 +236,11 @@ pub async fn run(
 
 /// A FeatureCollection for `coll` as one insert operation per feature
 /// (invalid features, set aside in skip mode, as rejected operations).
-pub fn inserts(coll: &Arc<Collection>, parsed: ParsedBody) -> (Vec<Operation>, Vec<Step>) {
+pub fn inserts(
+    coll: &Arc<Collection>,
+    parsed: ParsedBody,
+    may_read: bool,
+) -> (Vec<Operation>, Vec<Step>) {
     let ParsedBody {
         rows,
         shapes,
@@ -267,6 +273,7 @@ pub fn inserts(coll: &Arc<Collection>, parsed: ParsedBody) -> (Vec<Operation>, V
             indexed: false,
             rejected: refused,
             feature: Some(i),
+            may_read,
         });
     }
     let steps = rows

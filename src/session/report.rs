@@ -101,6 +101,9 @@ pub struct Outcome {
     lost: bool,
     /// Problems of no single operation.
     errors: Vec<FieldError>,
+    /// The caller may read every collection of the session: told the DETAIL
+    /// of an error no operation can be blamed for.
+    may_read_all: bool,
 }
 
 impl Outcome {
@@ -134,6 +137,7 @@ impl Outcome {
             aborted: false,
             lost: false,
             errors: Vec::new(),
+            may_read_all: operations.iter().all(|o| o.may_read),
         }
     }
 
@@ -183,7 +187,7 @@ impl Outcome {
             self.failure.get_or_insert(status);
             field.operation = Some(k);
             result.status = OpStatus::Failed;
-            result.error = Some(field);
+            result.error = Some(field.for_reader(op.may_read));
             result.etag = None;
             self.aborted = true;
             return false;
@@ -224,7 +228,7 @@ impl Outcome {
             self.failure.get_or_insert(status);
             // A deferred constraint fails at COMMIT, with no operation to blame.
             let (_, field) = feature_error(None, None, "", e);
-            self.errors.push(field);
+            self.errors.push(field.for_reader(self.may_read_all));
         }
         for r in &mut self.results[ops] {
             if unknown && r.status != OpStatus::NotWritten {

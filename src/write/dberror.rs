@@ -55,6 +55,18 @@ fn untransformable(db: &tokio_postgres::error::DbError) -> bool {
     db.code().code() == "XX000" && db.message().starts_with("transform:")
 }
 
+/// Whether the error's DETAIL is the failing row ("Failing row contains
+/// (…)": every column, secrets and geometry included). It is never told: the
+/// pointer, the constraint and the column already say what is wrong. NOT
+/// NULL, CHECK, partition and view CHECK OPTION violations carry it; the
+/// text is checked too, for any other error that quotes the row (in English).
+fn quotes_the_row(db: &tokio_postgres::error::DbError) -> bool {
+    matches!(db.code().code(), "23502" | "23514" | "44000")
+        || db
+            .detail()
+            .is_some_and(|d| d.starts_with("Failing row contains"))
+}
+
 /// Describe the failure of feature `feature` (pointer prefix `at`) as reported by the
 /// database; a column of `coll` named by the database extends the pointer.
 pub fn feature_error(
@@ -99,7 +111,10 @@ pub fn feature_error(
         sqlstate: Some(db.code().code().to_owned()),
         constraint: db.constraint().map(str::to_owned),
         column,
-        detail: db.detail().map(str::to_owned),
+        detail: db
+            .detail()
+            .filter(|_| !quotes_the_row(db))
+            .map(str::to_owned),
     };
     (status_for(db.code()), field)
 }
