@@ -36,8 +36,7 @@ pub struct FieldError {
     /// Column named by the database.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub column: Option<String>,
-    /// The database's DETAIL line (never a failing row, and only for
-    /// callers who may read the collection).
+    /// The database's DETAIL line: never a failing row; only for readers of the collection.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
