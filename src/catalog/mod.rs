@@ -122,6 +122,9 @@ pub struct Column {
     pub name: String,
     /// The type as PostgreSQL prints it, e.g. `character varying(20)`.
     pub type_sql: String,
+    /// The base type without modifier, e.g. `character varying`: values are
+    /// compared in it, since a cast to `type_sql` truncates or rounds.
+    pub exact_type_sql: String,
     /// How values are coerced and sent.
     pub ty: ColumnType,
     /// `NOT NULL` (on the column or its domain).
@@ -141,6 +144,7 @@ impl Column {
         Column {
             name: name.into(),
             type_sql: String::new(),
+            exact_type_sql: String::new(),
             ty,
             not_null: false,
             default: None,
@@ -319,6 +323,7 @@ impl Catalog {
             let raw = RawColumn {
                 column_name: row.get("column_name"),
                 type_sql: row.get("type_sql"),
+                exact_type_sql: row.get("exact_type_sql"),
                 base_type: row.get("base_type"),
                 element_type: row.get("element_type"),
                 typmod: row.get("typmod"),
@@ -474,6 +479,7 @@ fn offered_crs(
 struct RawColumn {
     column_name: String,
     type_sql: String,
+    exact_type_sql: String,
     base_type: String,
     element_type: Option<String>,
     typmod: i32,
@@ -522,6 +528,7 @@ fn build_collection(
         .map(|r| Column {
             name: r.column_name.clone(),
             type_sql: r.type_sql.clone(),
+            exact_type_sql: r.exact_type_sql.clone(),
             ty: column_type(r),
             not_null: r.not_null,
             default: r.default_expr.clone(),
