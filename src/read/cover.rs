@@ -1,5 +1,6 @@
-//! A geography that lets the spatial index of a geography column answer a
-//! `bbox` given in longitude/latitude, without ever leaving out a point of it.
+//! A geography that lets the spatial index of a geography column of points
+//! answer a `bbox` given in longitude/latitude, without ever leaving out a
+//! point of it.
 //!
 //! The index of a geography column holds geocentric boxes: the range of
 //! x = cos φ cos λ, y = cos φ sin λ and z = sin φ over each feature. The
@@ -22,6 +23,12 @@
 //! (`&&` never drops a point in the bbox), and nothing wider is scanned.
 //! PostGIS rounds index boxes outwards to float4, far more than the double
 //! rounding of the sines and cosines. The exact test stays in lon/lat.
+//!
+//! Only for points: the index box of a line or polygon covers its edges as
+//! great circles, while the lon/lat test follows them as straight lines in
+//! degrees; a long edge between latitudes 60 can pass through a box at
+//! latitude 60 that its great circle, bulging poleward, misses. Such columns
+//! are filtered without this prefilter.
 
 /// `SRID=4326;MULTIPOINT(…)`: points of the box `[λ0, φ0, λ1, φ1]` (degrees,
 /// λ0 ≤ λ1) whose geocentric bounding box is the box's.

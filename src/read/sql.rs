@@ -1,7 +1,7 @@
 //! SQL text for reads, built only from catalog identifiers.
 
 use crate::catalog::{quote_ident, Collection};
-use crate::geometry::{Crs, WGS84_SRID};
+use crate::geometry::{Crs, GeometryColumn, GeometryType, WGS84_SRID};
 
 /// `t."column"`.
 pub fn col(coll: &Collection, ci: usize) -> String {
@@ -108,9 +108,11 @@ pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> (String, bool)
     // geometry itself rather than its bounding box.
     match (gc.geography, gc.srid) {
         // Compared in longitude/latitude, as the bbox means: as geography the
-        // envelope's edges would be great circles. `&&` with the covering
-        // points lets the geography index narrow the rows without dropping any.
-        (true, s) if s == srid && s == WGS84_SRID => (
+        // envelope's edges would be great circles. For points, `&&` with the
+        // covering points lets the geography index narrow the rows without
+        // dropping any. Not for lines and polygons: their index boxes cover
+        // great-circle edges, and a long edge's lon/lat path can leave them.
+        (true, s) if s == srid && s == WGS84_SRID && points_only(gc) => (
             format!(
                 "({g} && ${}::text::geography AND ST_Intersects({g}::geometry, {env}))",
                 n + 4
@@ -125,6 +127,14 @@ pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> (String, bool)
         (false, 0) => (format!("{g} && {env}"), false),
         (false, s) => (format!("ST_Intersects({g}, {})", env_in(s)), false),
     }
+}
+
+/// Whether the column holds only points (then its index boxes are the points').
+fn points_only(gc: &GeometryColumn) -> bool {
+    matches!(
+        gc.kind,
+        Some(GeometryType::Point | GeometryType::MultiPoint)
+    )
 }
 
 /// The table's extent in CRS84: estimated from statistics, computed when

@@ -87,3 +87,23 @@ async fn a_geography_bbox_uses_the_spatial_index() {
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 2);
 }
+
+#[tokio::test]
+async fn a_geography_line_along_a_parallel_is_in_a_box_on_it() {
+    let app = TestApp::new(
+        "CREATE TABLE routes (id serial PRIMARY KEY, name text, geog geography(LineString, 4326));
+         CREATE INDEX routes_geog_idx ON routes USING gist (geog);
+         INSERT INTO routes (name, geog) VALUES
+             ('along_60', 'SRID=4326;LINESTRING(-50 60, 50 60)'),
+             ('along_50', 'SRID=4326;LINESTRING(-50 50, 50 50)');",
+    )
+    .await;
+    // In degrees the first line runs along latitude 60; as a great circle it
+    // would pass longitude 0 near latitude 66, and an index box built from
+    // that arc misses this box: such columns are filtered without the index.
+    let r = app
+        .get("/collections/routes/items?bbox=-1,59.9,1,60.1")
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(names(&r.body), ["along_60"]);
+}
