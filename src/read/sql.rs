@@ -72,7 +72,7 @@ pub fn select_features(coll: &Collection, crs: &Crs) -> String {
     )
 }
 
-/// `t."key" = $n::text::<key type>`: the key compared in its own type, so its index is used.
+/// `t."key" = $n::text::<key type>`, compared as [`column_equals`] does, so its index is used.
 pub fn key_equals(coll: &Collection, n: usize) -> Option<String> {
     Some(column_equals(coll, coll.primary_key?, n))
 }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use crate::support::{via_proxy, TestApp, TestDb};
+use serde_json::json;
+
+use crate::support::{point, via_proxy, TestApp, TestDb};
 
 const SETUP: &str = "
     CREATE TABLE places (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));
@@ -64,8 +66,12 @@ async fn unavailable_answers_do_not_echo_connection_errors() {
     let app = TestApp::on(db, config).await;
     assert_eq!(app.get("/readyz").await.status, 200);
     proxy.sever();
-    for path in ["/readyz", "/collections/places/items", "/readyz"] {
-        let r = app.get(path).await;
+    let write = point(1.0, 2.0, json!({"name": "x"}));
+    for path in ["/readyz", "/collections/places/items", "POST", "/readyz"] {
+        let r = match path {
+            "POST" => app.post("places", &write).await,
+            path => app.get(path).await,
+        };
         assert_eq!(r.status, 503, "{path}: {r:?}");
         assert_eq!(r.headers["content-type"], "application/problem+json");
         let detail = r.body["detail"].as_str().unwrap();
