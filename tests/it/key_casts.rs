@@ -75,6 +75,14 @@ async fn creating_under_an_id_a_cast_would_change_is_refused() {
             "{table}: nothing stored"
         );
     }
+    // POST with such an id in the Feature: refused before any write.
+    let mut f = point(5.0, 5.0, json!({"n": 3}));
+    f["id"] = json!(1.234);
+    let r = app.post("nu", &f).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["pointer"], "/id", "{r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "too_precise", "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM nu").await, 1);
     // An id that fits is created under its own name.
     let f = Some(point(5.0, 5.0, json!({"n": 3})).to_string());
     let r = app
