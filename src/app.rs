@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::db::{migrate, Database, Pooler, StartupError};
 use crate::error::ApiError;
 use crate::feature::InputLimits;
+use crate::read::extent::ExtentCache;
 use crate::write::WriteOptions;
 
 /// Everything a request handler needs.
@@ -37,6 +38,8 @@ pub struct AppState {
     pub upload_timeout: std::time::Duration,
     /// Who may do what.
     pub auth: Arc<Auth>,
+    /// Collection extents, computed at most once per refresh interval.
+    pub extents: Arc<ExtentCache>,
 }
 
 impl AppState {
@@ -103,6 +106,7 @@ impl AppState {
             input_limits: config.input_limits(),
             upload_timeout: config.upload_timeout,
             auth,
+            extents: Arc::default(),
         })
     }
 

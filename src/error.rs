@@ -146,6 +146,14 @@ impl ApiError {
         .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
     }
 
+    /// [`ApiError::unavailable`] for a connection that failed: the error is
+    /// logged, the caller reads only `detail`, since connection errors can
+    /// name hosts, ports, users and TLS settings.
+    pub fn connection_failed(detail: &str, err: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(error = %err, "{detail}");
+        Self::unavailable(detail)
+    }
+
     /// Add a response header (`Allow`, `Retry-After`, …).
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
         self.0.headers.push((name, value));

@@ -16,7 +16,6 @@ use crate::catalog::Collection;
 use crate::error::{ApiError, Problem};
 use crate::geometry::crs;
 use crate::read::params::{only_format, percent_encode};
-use crate::read::{self};
 
 /// The description of one collection, with its extent when it has features.
 async fn describe(
@@ -25,12 +24,16 @@ async fn describe(
     coll: &Collection,
 ) -> Result<CollectionInfo, ApiError> {
     let path = format!("/collections/{}", percent_encode(&coll.id));
-    let extent = read::extent(&state.db, coll).await?.map(|bbox| Extent {
-        spatial: SpatialExtent {
-            bbox: vec![bbox],
-            crs: crs::CRS84.to_owned(),
-        },
-    });
+    let extent = state
+        .extents
+        .extent(&state.db, coll)
+        .await?
+        .map(|bbox| Extent {
+            spatial: SpatialExtent {
+                bbox: vec![bbox],
+                crs: crs::CRS84.to_owned(),
+            },
+        });
     Ok(CollectionInfo {
         id: coll.id.clone(),
         title: coll.title.clone().unwrap_or_else(|| coll.id.clone()),

@@ -64,7 +64,7 @@ pub async fn get(
     let not_modified = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+        .is_some_and(|v| v.split(',').any(|t| none_match(t.trim(), &tag)));
     if not_modified {
         let mut response = StatusCode::NOT_MODIFIED.into_response();
         if let Ok(v) = HeaderValue::from_str(&tag) {
@@ -81,6 +81,12 @@ pub async fn get(
         &id,
         crs,
     ))
+}
+
+/// Whether one `If-None-Match` member matches the current `tag`: `*`, or the
+/// tag under weak comparison (RFC 9110 13.1.2), so `W/"x"` matches `"x"`.
+fn none_match(member: &str, tag: &str) -> bool {
+    member == "*" || member.strip_prefix("W/").unwrap_or(member) == tag
 }
 
 /// Validate a PUT or PATCH body; its `id`, if any, must be the URL's.

@@ -122,6 +122,11 @@ pub struct Column {
     pub name: String,
     /// The type as PostgreSQL prints it, e.g. `character varying(20)`.
     pub type_sql: String,
+    /// The base type without modifier, e.g. `character varying`: values are
+    /// compared in it, since a cast to `type_sql` truncates or rounds.
+    pub exact_type_sql: String,
+    /// The scale of a `numeric(p,s)` column or of one of a domain over it.
+    pub numeric_scale: Option<i32>,
     /// How values are coerced and sent.
     pub ty: ColumnType,
     /// `NOT NULL` (on the column or its domain).
@@ -141,6 +146,8 @@ impl Column {
         Column {
             name: name.into(),
             type_sql: String::new(),
+            exact_type_sql: String::new(),
+            numeric_scale: None,
             ty,
             not_null: false,
             default: None,
@@ -319,6 +326,7 @@ impl Catalog {
             let raw = RawColumn {
                 column_name: row.get("column_name"),
                 type_sql: row.get("type_sql"),
+                exact_type_sql: row.get("exact_type_sql"),
                 base_type: row.get("base_type"),
                 element_type: row.get("element_type"),
                 typmod: row.get("typmod"),
@@ -474,6 +482,7 @@ fn offered_crs(
 struct RawColumn {
     column_name: String,
     type_sql: String,
+    exact_type_sql: String,
     base_type: String,
     element_type: Option<String>,
     typmod: i32,
@@ -500,6 +509,13 @@ fn column_type(raw: &RawColumn) -> ColumnType {
     }
 }
 
+/// The scale of a `numeric(p,s)`: typmod - 4 holds p << 16 | s, s an 11-bit
+/// signed number (negative since PostgreSQL 15).
+fn numeric_scale(raw: &RawColumn) -> Option<i32> {
+    let plain = raw.base_type == "numeric" && raw.element_type.is_none();
+    (plain && raw.typmod >= 4).then(|| (((raw.typmod - 4) & 0x7ff) ^ 1024) - 1024)
+}
+
 /// Names that mark a `timestamptz` column as the last-modified time, by convention.
 const LAST_MODIFIED_NAMES: [&str; 4] = ["updated", "updated_at", "modified", "last_modified"];
 
@@ -522,6 +538,8 @@ fn build_collection(
         .map(|r| Column {
             name: r.column_name.clone(),
             type_sql: r.type_sql.clone(),
+            exact_type_sql: r.exact_type_sql.clone(),
+            numeric_scale: numeric_scale(r),
             ty: column_type(r),
             not_null: r.not_null,
             default: r.default_expr.clone(),

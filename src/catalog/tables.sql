@@ -6,6 +6,9 @@ SELECT n.nspname::text AS schema_name,
        a.attnum::int4 AS attnum,
        a.attname::text AS column_name,
        format_type(a.atttypid, a.atttypmod) AS type_sql,
+       -- The base type without modifier (-1: `bpchar`, not `character`, which is char(1)):
+       -- a cast to it neither truncates nor rounds.
+       format_type(base.oid, -1) AS exact_type_sql,
        base.typname::text AS base_type,
        elem.typname::text AS element_type,
        CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END AS typmod,

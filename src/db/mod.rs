@@ -189,6 +189,14 @@ impl Database {
         db
     }
 
+    /// The database role SQL runs as, when it is not the service's own.
+    pub fn role(&self) -> Option<&str> {
+        match &self.role {
+            RoleUse::As(Some(role)) => Some(role),
+            _ => None,
+        }
+    }
+
     /// Run transactions rolled back by a deadlock or a serialization failure
     /// again, at most `retries` times (where the caller says it is safe).
     pub fn with_retries(mut self, retries: u32) -> Self {
@@ -213,7 +221,7 @@ impl Database {
                 "no database connection became free within {:?}; retry later",
                 self.wait
             )),
-            e => ApiError::unavailable(format!("the database is unreachable: {e}")),
+            e => ApiError::connection_failed("the database is unreachable; retry later", &e),
         })?;
         self.assume_role(&client).await?;
         Ok(client)
@@ -317,6 +325,6 @@ impl Database {
             .simple_query("SELECT 1")
             .await
             .map(|_| ())
-            .map_err(|e| ApiError::unavailable(format!("the database does not answer: {e}")))
+            .map_err(|e| ApiError::connection_failed("the database does not answer", &e))
     }
 }

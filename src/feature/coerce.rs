@@ -268,6 +268,33 @@ fn numeric(value: &Value) -> Result<String, CoerceError> {
     }
 }
 
+/// Whether the decimal `text` (JSON number syntax) is a value of a `numeric`
+/// of this `scale` as it is, i.e. PostgreSQL would not round it. Text that
+/// is no plain decimal (`NaN`, `Infinity`) is left to PostgreSQL.
+pub fn exact_at_scale(text: &str, scale: i32) -> bool {
+    let unsigned = text.trim_start_matches(['-', '+']);
+    let (mantissa, exp) = match unsigned.split_once(['e', 'E']) {
+        Some((m, e)) => match e.parse::<i64>() {
+            Ok(e) => (m, e),
+            Err(_) => return true,
+        },
+        None => (unsigned, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if !(int.chars().chain(frac.chars())).all(|c| c.is_ascii_digit()) {
+        return true;
+    }
+    let digits = format!("{int}{frac}");
+    let significant = digits.trim_end_matches('0');
+    if significant.trim_start_matches('0').is_empty() {
+        return true; // zero
+    }
+    // The power of ten of the last non-zero digit.
+    let trailing_zeros = (digits.len() - significant.len()) as i64;
+    let last = exp - frac.len() as i64 + trailing_zeros;
+    last >= -i64::from(scale)
+}
+
 fn is_decimal(s: &str) -> bool {
     s.parse::<Number>().is_ok() || matches!(s, "NaN" | "Infinity" | "-Infinity")
 }
@@ -419,6 +446,25 @@ mod tests {
             Ok(SqlValue::Text("0.10".into()))
         );
         assert!(scalar(&raw(json!("ten")), ScalarType::Numeric).is_err());
+    }
+
+    #[test]
+    fn exactness_at_a_scale() {
+        for (text, scale, exact) in [
+            ("1.23", 2, true),
+            ("1.230", 2, true),
+            ("1.234", 2, false),
+            ("-1.234", 2, false),
+            ("12.34e-1", 2, false),
+            ("1234e-3", 3, true),
+            ("1.5e1", 0, true),
+            ("0.000", 0, true),
+            ("150", -2, false),
+            ("1500", -2, true),
+            ("NaN", 2, true),
+        ] {
+            assert_eq!(exact_at_scale(text, scale), exact, "{text} at {scale}");
+        }
     }
 
     #[test]

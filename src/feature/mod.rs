@@ -652,7 +652,24 @@ impl<'a> Validator<'a> {
                 ))
             }
         };
-        result.map_err(|e| (e.code, format!("'{}': {}", col.name, e.message), e.element))
+        let value =
+            result.map_err(|e| (e.code, format!("'{}': {}", col.name, e.message), e.element))?;
+        match (&value, col.numeric_scale) {
+            // A key PostgreSQL would round is stored under another id than the client's.
+            (SqlValue::Text(text), Some(scale))
+                if Some(ci) == self.coll.primary_key && !coerce::exact_at_scale(text, scale) =>
+            {
+                Err((
+                    "too_precise",
+                    format!(
+                        "'{}': {text} has more decimals than {} keeps: the key would be stored rounded",
+                        col.name, col.type_sql
+                    ),
+                    None,
+                ))
+            }
+            _ => Ok(value),
+        }
     }
 
     /// A client-keyed table takes its key from the Feature's `id` when no property gives it.

@@ -2,6 +2,8 @@
 //! read endpoints. PostgreSQL assembles each feature's JSON, so a page is
 //! one query and no row is decoded into Rust values.
 
+pub mod cover;
+pub mod extent;
 pub mod params;
 pub mod sql;
 
@@ -56,8 +58,11 @@ fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> Str
             .parts()
             .into_iter()
             .map(|b| {
-                let cond = sql::bbox_intersects(coll, params.len() + 1, bbox.srid);
+                let (cond, covered) = sql::bbox_intersects(coll, params.len() + 1, bbox.srid);
                 params.extend(b.map(|v| Box::new(v) as Box<dyn ToSql + Sync + Send>));
+                if covered {
+                    params.push(Box::new(cover::covering_points(b)));
+                }
                 cond
             })
             .collect();
@@ -157,7 +162,8 @@ pub async fn item(
     }
 }
 
-/// The collection's extent in CRS84 (min lon, min lat, max lon, max lat), if it has features.
+/// The collection's extent in CRS84 (min lon, min lat, max lon, max lat), if
+/// it has features; [`extent::ExtentCache`] keeps it.
 pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>, ApiError> {
     let client = db.connection().await?;
     let sql = sql::extent(coll);

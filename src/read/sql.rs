@@ -1,7 +1,7 @@
 //! SQL text for reads, built only from catalog identifiers.
 
 use crate::catalog::{quote_ident, Collection};
-use crate::geometry::Crs;
+use crate::geometry::{Crs, GeometryColumn, GeometryType, WGS84_SRID};
 
 /// `t."column"`.
 pub fn col(coll: &Collection, ci: usize) -> String {
@@ -55,7 +55,7 @@ pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
         None => "NULL::timestamptz".into(),
     };
     format!(
-        "json_build_object('type', 'Feature', {id}'geometry', ST_AsGeoJSON({geom}, 15)::json, \
+        "json_build_object('type', 'Feature', {id}'geometry', ST_AsGeoJSON({geom}, 15, 0)::json, \
          'properties', (SELECT to_json(p) FROM (SELECT {props}) AS p))::text, \
          md5(t::text), {last_modified}",
         geom = geometry_in(coll, crs),
@@ -72,28 +72,26 @@ pub fn select_features(coll: &Collection, crs: &Crs) -> String {
     )
 }
 
-/// `t."key" = $n::text::<key type>`: the key compared in its own type, so its index is used.
+/// `t."key" = $n::text::<key type>`, compared as [`column_equals`] does, so its index is used.
 pub fn key_equals(coll: &Collection, n: usize) -> Option<String> {
-    let pk = coll.primary_key?;
-    Some(format!(
-        "{} = ${n}::text::{}",
-        col(coll, pk),
-        coll.columns[pk].type_sql
-    ))
+    Some(column_equals(coll, coll.primary_key?, n))
 }
 
-/// `t."column" = $n::text::<type>` for a property filter.
+/// `t."column" = $n::text::<type>`, the type without its modifier: a cast to
+/// `varchar(10)` or `numeric(5,2)` would truncate or round the value, so
+/// that `abcdefghijXYZ` found `abcdefghij`. The index still serves.
 pub fn column_equals(coll: &Collection, ci: usize, n: usize) -> String {
     format!(
         "{} = ${n}::text::{}",
         col(coll, ci),
-        coll.columns[ci].type_sql
+        coll.columns[ci].exact_type_sql
     )
 }
 
 /// The feature geometry intersects the box `$n..$n+3` (min x, min y, max x,
-/// max y) in SRID `srid`.
-pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> String {
+/// max y) in SRID `srid`; with `true`, the condition also takes the box's
+/// [`covering_points`](super::cover::covering_points) as `$n+4`.
+pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> (String, bool) {
     let g = col(coll, coll.geometry);
     let gc = coll.geometry_column();
     let env = format!(
@@ -102,15 +100,41 @@ pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> String {
         n + 2,
         n + 3
     );
+    let env_in = |s: i32| match s == srid {
+        true => env.clone(),
+        false => format!("ST_Transform({env}, {s})"),
+    };
     // ST_Intersects uses the spatial index and, unlike `&&`, compares the
     // geometry itself rather than its bounding box.
     match (gc.geography, gc.srid) {
-        (true, s) => format!("ST_Intersects({g}, ST_Transform({env}, {s})::geography)"),
+        // Compared in longitude/latitude, as the bbox means: as geography the
+        // envelope's edges would be great circles. For points, `&&` with the
+        // covering points lets the geography index narrow the rows without
+        // dropping any. Not for lines and polygons: their index boxes cover
+        // great-circle edges, and a long edge's lon/lat path can leave them.
+        (true, s) if s == srid && s == WGS84_SRID && points_only(gc) => (
+            format!(
+                "({g} && ${}::text::geography AND ST_Intersects({g}::geometry, {env}))",
+                n + 4
+            ),
+            true,
+        ),
+        (true, s) => (
+            format!("ST_Intersects({g}::geometry, {})", env_in(s)),
+            false,
+        ),
         // Unconstrained columns may mix SRIDs, which ST_Intersects refuses.
-        (false, 0) => format!("{g} && {env}"),
-        (false, s) if s == srid => format!("ST_Intersects({g}, {env})"),
-        (false, s) => format!("ST_Intersects({g}, ST_Transform({env}, {s}))"),
+        (false, 0) => (format!("{g} && {env}"), false),
+        (false, s) => (format!("ST_Intersects({g}, {})", env_in(s)), false),
     }
+}
+
+/// Whether the column holds only points (then its index boxes are the points').
+fn points_only(gc: &GeometryColumn) -> bool {
+    matches!(
+        gc.kind,
+        Some(GeometryType::Point | GeometryType::MultiPoint)
+    )
 }
 
 /// The table's extent in CRS84: estimated from statistics, computed when

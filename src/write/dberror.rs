@@ -76,7 +76,10 @@ pub fn feature_error(
     err: &tokio_postgres::Error,
 ) -> (StatusCode, FieldError) {
     let Some(db) = err.as_db_error() else {
-        let mut e = FieldError::new(0, at.to_owned(), "connection_lost", err.to_string());
+        // The error's text (addresses, TLS details) is for the log only.
+        tracing::warn!(error = %err, "database connection lost during a write");
+        let lost = "the database connection was lost".to_owned();
+        let mut e = FieldError::new(0, at.to_owned(), "connection_lost", lost);
         e.feature = feature;
         return (StatusCode::SERVICE_UNAVAILABLE, e);
     };
@@ -122,7 +125,10 @@ pub fn feature_error(
 /// A database error outside any feature (preparing, BEGIN): 503 when unreachable, else 500.
 pub fn request_error(doing: &str, err: &tokio_postgres::Error) -> ApiError {
     let Some(db) = err.as_db_error() else {
-        return ApiError::unavailable(format!("database connection lost while {doing}: {err}"));
+        return ApiError::connection_failed(
+            &format!("database connection lost while {doing}"),
+            err,
+        );
     };
     api_error(
         status_for(db.code()),

@@ -188,13 +188,25 @@ fn change_item_then(coll: &Collection, change: ItemChange<'_>, crs: &Crs, answer
     )
 }
 
+/// The client's key `$1` as a value of the key column; an error (22023) when
+/// the column's modifier would change it (`varchar(10)` truncates, `numeric(5,2)`
+/// rounds), so that no feature is stored under another id than its URL's.
+fn exact_key(coll: &Collection, pk: usize) -> String {
+    let (typed, exact) = (&coll.columns[pk].type_sql, &coll.columns[pk].exact_type_sql);
+    format!(
+        "CASE WHEN $1::text::{typed}::{exact} = $1::text::{exact} THEN $1::text::{typed} \
+         ELSE featurepipe.fail('22023', format('feature id %s is not a value of the key column: \
+         it would be stored as %s', $1::text, $1::text::{typed}::text))::text::{typed} END"
+    )
+}
+
 /// `INSERT` of a feature whose key (`$1`) the client chose, returning it as stored.
 pub fn insert_item(coll: &Collection, columns: &[usize], crs: &Crs) -> String {
     let pk = coll
         .primary_key
         .expect("only writable collections are inserted into");
     let mut names = vec![quote_ident(&coll.columns[pk].name)];
-    let mut values = vec![format!("$1::text::{}", coll.columns[pk].type_sql)];
+    let mut values = vec![exact_key(coll, pk)];
     for (i, &ci) in columns.iter().enumerate() {
         names.push(quote_ident(&coll.columns[ci].name));
         values.push(param_expr(coll, ci, i + 2, crs.srid));

@@ -1,0 +1,52 @@
+//! Collection extents, computed at most once per collection, role and
+//! [`EXTENT_REFRESH`]: where PostgreSQL has no estimate (geography columns,
+//! tables never analyzed) the extent is a scan of the whole table, and
+//! `GET /collections` would otherwise run one per collection per request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::catalog::Collection;
+use crate::db::Database;
+use crate::error::ApiError;
+
+/// How long an extent is served before it is computed again.
+pub const EXTENT_REFRESH: Duration = Duration::from_secs(300);
+
+/// An extent in CRS84, `None` for an empty table.
+type Bbox = Option<[f64; 4]>;
+
+/// The last extent of one collection as one role sees it, and when it was taken.
+type Slot = Arc<tokio::sync::Mutex<Option<(Instant, Bbox)>>>;
+
+/// Extents by collection id and database role (row security may hide rows
+/// from some roles, so one role's extent is not shown to another).
+#[derive(Default, Debug)]
+pub struct ExtentCache {
+    slots: Mutex<HashMap<(String, Option<String>), Slot>>,
+}
+
+impl ExtentCache {
+    /// The collection's extent: from the cache while fresh, else computed.
+    /// Requests that find it stale at once wait for one computation.
+    pub async fn extent(&self, db: &Database, coll: &Collection) -> Result<Bbox, ApiError> {
+        let key = (coll.id.clone(), db.role().map(str::to_owned));
+        let slot = self
+            .slots
+            .lock()
+            .expect("no panics while locked")
+            .entry(key)
+            .or_default()
+            .clone();
+        let mut last = slot.lock().await;
+        if let Some((at, bbox)) = *last {
+            if at.elapsed() < EXTENT_REFRESH {
+                return Ok(bbox);
+            }
+        }
+        let bbox = super::extent(db, coll).await?;
+        *last = Some((Instant::now(), bbox));
+        Ok(bbox)
+    }
+}
