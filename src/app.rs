@@ -35,6 +35,10 @@ pub struct AppState {
     pub input_limits: InputLimits,
     /// How long a request body may take to arrive.
     pub upload_timeout: std::time::Duration,
+    /// How long a client may take to send a request's headers.
+    pub header_timeout: std::time::Duration,
+    /// Longest a request may take (zero: no limit).
+    pub request_timeout: std::time::Duration,
     /// Who may do what.
     pub auth: Arc<Auth>,
 }
@@ -102,6 +106,8 @@ impl AppState {
             idempotency_ttl: config.idempotency_ttl,
             input_limits: config.input_limits(),
             upload_timeout: config.upload_timeout,
+            header_timeout: config.header_timeout,
+            request_timeout: config.request_timeout,
             auth,
         })
     }
@@ -170,15 +176,32 @@ fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
 pub fn router(state: AppState) -> Router {
     crate::telemetry::recorder();
     let (routes, _) = api::openapi::routes().split_for_parts();
-    routes
+    let deadline = state.request_timeout;
+    let routes = routes
         .route("/metrics", get(crate::telemetry::metrics))
         // The documentation page's vendored assets (not API operations).
         .route("/api/swagger-ui-bundle.js", get(api::openapi::swagger_js))
         .route("/api/swagger-ui.css", get(api::openapi::swagger_css))
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    guarded(routes, deadline)
         .layer(axum::middleware::from_fn(crate::telemetry::observe))
         .with_state(state)
+}
+
+/// `routes` with every request bounded by `deadline` (zero: none) and a
+/// handler's panic answered as a 500; [`router`] serves the API this way.
+pub fn guarded<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    deadline: std::time::Duration,
+) -> Router<S> {
+    routes
+        .layer(axum::middleware::from_fn(api::guard::catch_panic))
+        .layer(axum::middleware::from_fn(
+            move |request, next: axum::middleware::Next| {
+                api::guard::deadline(deadline, request, next)
+            },
+        ))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

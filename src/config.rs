@@ -83,6 +83,14 @@ pub struct Config {
     /// How long a request body may take to arrive (408 beyond).
     #[arg(long, env = "FEATUREPIPE_UPLOAD_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub upload_timeout: Duration,
+    /// How long a client may take to send a request's headers; a connection
+    /// that has not sent them all by then is closed.
+    #[arg(long, env = "FEATUREPIPE_HEADER_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub header_timeout: Duration,
+    /// Longest a request may take from its first byte to its answer (504
+    /// beyond; a transaction still open is cancelled and rolled back). 0: no limit.
+    #[arg(long, env = "FEATUREPIPE_REQUEST_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
     /// Most features one request may carry (413 beyond).
     #[arg(long, env = "FEATUREPIPE_MAX_FEATURES", default_value_t = 1_000_000)]
     pub max_features: usize,
