@@ -98,7 +98,7 @@ async fn json_and_jsonb_values_are_stored_as_sent() {
                 .db
                 .client
                 .query_one(
-                    "SELECT j::text, jb::text, jb = $2::text::jsonb FROM docs WHERE note = $1",
+                    "SELECT DISTINCT j::text, jb::text, jb = $2::text::jsonb FROM docs WHERE note = $1",
                     &[&note, &value],
                 )
                 .await
