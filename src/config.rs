@@ -253,6 +253,8 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.schemas, vec!["public".to_string()]);
         assert_eq!(c.retries, 3);
+        assert_eq!(c.header_timeout, Duration::from_secs(30));
+        assert_eq!(c.request_timeout, Duration::from_secs(300));
     }
 
     #[test]
