@@ -27,6 +27,8 @@ pub struct AppState {
     pub write: WriteOptions,
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
+    /// Memory shared by the bodies of all requests.
+    pub body_room: api::body::BodyRoom,
     /// The URL clients reach the service at, for links; else taken from `Host`.
     pub public_url: Option<String>,
     /// How long Idempotency-Keys are remembered.
@@ -102,6 +104,7 @@ impl AppState {
             catalog: Arc::new(catalog),
             write: config.write_options(),
             max_body: config.max_body,
+            body_room: api::body::BodyRoom::new(config.body_memory, config.pool_wait),
             public_url: config.public_url.clone(),
             idempotency_ttl: config.idempotency_ttl,
             input_limits: config.input_limits(),

@@ -72,6 +72,10 @@ pub struct Config {
     /// Largest accepted request body (suffixes KiB, MiB, GiB allowed).
     #[arg(long, env = "FEATUREPIPE_MAX_BODY", default_value = "64MiB", value_parser = parse_bytes)]
     pub max_body: usize,
+    /// Memory for the bodies of all requests at once (decompressed, until
+    /// parsed); a request waits up to FEATUREPIPE_POOL_WAIT for room, then 503.
+    #[arg(long, env = "FEATUREPIPE_BODY_MEMORY", default_value = "512MiB", value_parser = parse_bytes)]
+    pub body_memory: usize,
     /// The URL clients reach the service at (e.g. behind a proxy), used in
     /// links; by default `http://` and the request's Host header.
     #[arg(long, env = "FEATUREPIPE_PUBLIC_URL")]

@@ -1,10 +1,13 @@
 //! What a body costs and what of it is stored: a small gzip body of millions
-//! of positions is refused without building them, and json/jsonb values are
-//! stored as sent.
+//! of positions is refused without building them, bodies read at once share
+//! a bounded memory, and json/jsonb values are stored as sent.
+
+use std::time::Duration;
 
 use serde_json::json;
+use tokio::io::AsyncWriteExt;
 
-use crate::support::{ServiceProcess, TestApp, TestDb};
+use crate::support::{http, point, Served, ServiceProcess, TestApp, TestDb};
 
 /// The process's peak resident memory so far (VmHWM), in KiB.
 fn peak_kib(pid: u32) -> u64 {
@@ -15,7 +18,7 @@ fn peak_kib(pid: u32) -> u64 {
 
 /// POST `body` gzip-encoded over a fresh connection: (status, response text).
 async fn post_gzip(addr: &str, path: &str, body: &[u8]) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
@@ -138,4 +141,62 @@ async fn json_and_jsonb_values_are_stored_as_sent() {
     assert_eq!(r.body["strategy"], "copy", "{r:?}");
     check("copied").await;
     assert_eq!(app.db.int("SELECT count(*) FROM docs").await, 101);
+}
+
+#[tokio::test]
+async fn bodies_read_at_once_share_a_bounded_memory() {
+    let app = TestApp::with_config(
+        "CREATE TABLE pts (id serial PRIMARY KEY, name text, geom geometry)",
+        |c| {
+            c.body_memory = 64 << 10;
+            c.pool_wait = Duration::from_millis(200);
+        },
+    )
+    .await;
+    let served = Served::start(&app).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    // A client announces 60 KiB and sends one byte: its room is held while it dawdles.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(
+        b"POST /collections/pts/items HTTP/1.1\r\nHost: x\r\nContent-Type: application/geo+json\r\n\
+          Content-Length: 61440\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    // 8 KB that would be refused once read (no column "nope"), so that no
+    // attempt writes anything: it gets no room while the slow one holds it.
+    let probe = point(0.0, 0.0, json!({"nope": "n".repeat(8000)})).to_string();
+    let mut answer = (0, String::new());
+    for _ in 0..100 {
+        answer = http(&addr, "POST", "/collections/pts/items", &probe)
+            .await
+            .unwrap();
+        if answer.0 == 503 {
+            break;
+        }
+    }
+    assert_eq!(answer.0, 503, "{}", answer.1);
+    assert!(
+        answer.1.contains("urn:featurepipe:problem:busy"),
+        "{}",
+        answer.1
+    );
+    assert!(answer.1.contains("FEATUREPIPE_BODY_MEMORY"), "{}", answer.1);
+    // The slow client goes away: its room is given back.
+    drop(slow);
+    for _ in 0..100 {
+        answer = http(&addr, "POST", "/collections/pts/items", &probe)
+            .await
+            .unwrap();
+        if answer.0 != 503 {
+            break;
+        }
+    }
+    assert_eq!(answer.0, 422, "{}", answer.1);
+    let fine = point(0.0, 0.0, json!({"name": "n".repeat(8000)})).to_string();
+    let (status, text) = http(&addr, "POST", "/collections/pts/items", &fine)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{text}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
 }
