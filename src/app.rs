@@ -28,6 +28,8 @@ pub struct AppState {
     pub write: WriteOptions,
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
+    /// Memory shared by the bodies of all requests.
+    pub body_room: api::body::BodyRoom,
     /// The URL clients reach the service at, for links; else taken from `Host`.
     pub public_url: Option<String>,
     /// How long Idempotency-Keys are remembered.
@@ -36,6 +38,10 @@ pub struct AppState {
     pub input_limits: InputLimits,
     /// How long a request body may take to arrive.
     pub upload_timeout: std::time::Duration,
+    /// How long a client may take to send a request's headers.
+    pub header_timeout: std::time::Duration,
+    /// Longest a request may take (zero: no limit).
+    pub request_timeout: std::time::Duration,
     /// Who may do what.
     pub auth: Arc<Auth>,
     /// Collection extents, computed at most once per refresh interval.
@@ -101,10 +107,13 @@ impl AppState {
             catalog: Arc::new(catalog),
             write: config.write_options(),
             max_body: config.max_body,
+            body_room: api::body::BodyRoom::new(config.body_memory, config.pool_wait),
             public_url: config.public_url.clone(),
             idempotency_ttl: config.idempotency_ttl,
             input_limits: config.input_limits(),
             upload_timeout: config.upload_timeout,
+            header_timeout: config.header_timeout,
+            request_timeout: config.request_timeout,
             auth,
             extents: Arc::default(),
         })
@@ -174,15 +183,32 @@ fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
 pub fn router(state: AppState) -> Router {
     crate::telemetry::recorder();
     let (routes, _) = api::openapi::routes().split_for_parts();
-    routes
+    let deadline = state.request_timeout;
+    let routes = routes
         .route("/metrics", get(crate::telemetry::metrics))
         // The documentation page's vendored assets (not API operations).
         .route("/api/swagger-ui-bundle.js", get(api::openapi::swagger_js))
         .route("/api/swagger-ui.css", get(api::openapi::swagger_css))
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    guarded(routes, deadline)
         .layer(axum::middleware::from_fn(crate::telemetry::observe))
         .with_state(state)
+}
+
+/// `routes` with every request bounded by `deadline` (zero: none) and a
+/// handler's panic answered as a 500; [`router`] serves the API this way.
+pub fn guarded<S: Clone + Send + Sync + 'static>(
+    routes: Router<S>,
+    deadline: std::time::Duration,
+) -> Router<S> {
+    routes
+        .layer(axum::middleware::from_fn(api::guard::catch_panic))
+        .layer(axum::middleware::from_fn(
+            move |request, next: axum::middleware::Next| {
+                api::guard::deadline(deadline, request, next)
+            },
+        ))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

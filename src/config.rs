@@ -72,6 +72,10 @@ pub struct Config {
     /// Largest accepted request body (suffixes KiB, MiB, GiB allowed).
     #[arg(long, env = "FEATUREPIPE_MAX_BODY", default_value = "64MiB", value_parser = parse_bytes)]
     pub max_body: usize,
+    /// Memory for the bodies of all requests at once (decompressed, until
+    /// parsed); a request waits up to FEATUREPIPE_POOL_WAIT for room, then 503.
+    #[arg(long, env = "FEATUREPIPE_BODY_MEMORY", default_value = "512MiB", value_parser = parse_bytes)]
+    pub body_memory: usize,
     /// The URL clients reach the service at (e.g. behind a proxy), used in
     /// links; by default `http://` and the request's Host header.
     #[arg(long, env = "FEATUREPIPE_PUBLIC_URL")]
@@ -83,6 +87,14 @@ pub struct Config {
     /// How long a request body may take to arrive (408 beyond).
     #[arg(long, env = "FEATUREPIPE_UPLOAD_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub upload_timeout: Duration,
+    /// How long a client may take to send a request's headers; a connection
+    /// that has not sent them all by then is closed.
+    #[arg(long, env = "FEATUREPIPE_HEADER_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub header_timeout: Duration,
+    /// Longest a request may take from its first byte to its answer (504
+    /// beyond; a transaction still open is cancelled and rolled back). 0: no limit.
+    #[arg(long, env = "FEATUREPIPE_REQUEST_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
     /// Most features one request may carry (413 beyond).
     #[arg(long, env = "FEATUREPIPE_MAX_FEATURES", default_value_t = 1_000_000)]
     pub max_features: usize,
@@ -245,6 +257,8 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.schemas, vec!["public".to_string()]);
         assert_eq!(c.retries, 3);
+        assert_eq!(c.header_timeout, Duration::from_secs(30));
+        assert_eq!(c.request_timeout, Duration::from_secs(300));
     }
 
     #[test]

@@ -14,21 +14,10 @@ pub mod geometry;
 pub mod proxy;
 pub mod push;
 pub mod read;
+pub mod server;
 pub mod session;
 pub mod telemetry;
 pub mod write;
 
-use std::future::Future;
-
 pub use app::{router, AppState};
-
-/// Serve the API on an already-bound listener until `shutdown` completes.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    state: AppState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
-}
+pub use server::serve;

@@ -7,6 +7,9 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::app::AppState;
 use crate::auth::Caller;
@@ -15,19 +18,109 @@ use crate::session::Mode;
 use crate::write::idempotency::{lookup, request_hash, Idempotency, Stored};
 use crate::write::item::KeyedItem;
 
+/// Memory for request bodies, shared by every request
+/// (`FEATUREPIPE_BODY_MEMORY`): a body holds room for its decompressed bytes
+/// from before they are read until it has been parsed, so that N large
+/// requests at once wait for each other instead of together exhausting memory.
+#[derive(Clone)]
+pub struct BodyRoom {
+    room: Arc<Semaphore>,
+    /// All of it, in KiB (one body larger than that takes it all).
+    kib: u32,
+    /// How long a request waits for room before a 503.
+    wait: Duration,
+}
+
+impl BodyRoom {
+    /// `bytes` of room; a body waits at most `wait` for its share.
+    pub fn new(bytes: usize, wait: Duration) -> Self {
+        let kib = u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX >> 3);
+        BodyRoom {
+            room: Arc::new(Semaphore::new(kib as usize)),
+            kib,
+            wait,
+        }
+    }
+
+    /// Grow `held` to room for `bytes`, waiting for others to give some back.
+    async fn hold(&self, held: &mut Held, bytes: usize) -> Result<(), ApiError> {
+        let want = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .min(self.kib);
+        if want <= held.kib {
+            return Ok(());
+        }
+        let more = tokio::time::timeout(
+            self.wait,
+            self.room.clone().acquire_many_owned(want - held.kib),
+        )
+        .await;
+        let Ok(Ok(more)) = more else {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                format!(
+                    "other requests' bodies fill the memory set aside for bodies \
+                     (FEATUREPIPE_BODY_MEMORY) for longer than {:?}; nothing was written, retry later",
+                    self.wait
+                ),
+            )
+            .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")));
+        };
+        held.kib = want;
+        match &mut held.permit {
+            Some(permit) => permit.merge(more),
+            None => held.permit = Some(more),
+        }
+        Ok(())
+    }
+}
+
+/// Room held for one body, given back when dropped.
+#[derive(Default)]
+struct Held {
+    permit: Option<OwnedSemaphorePermit>,
+    kib: u32,
+}
+
+impl Held {
+    /// Give back what `bytes` do not need.
+    fn shrink_to(&mut self, bytes: usize) {
+        let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+        if let (Some(permit), true) = (&mut self.permit, want < self.kib) {
+            drop(permit.split((self.kib - want) as usize));
+            self.kib = want;
+        }
+    }
+}
+
+/// A request body, with the room it holds in [`BodyRoom`] until dropped.
+pub struct BodyBytes {
+    bytes: Vec<u8>,
+    _held: Held,
+}
+
+impl std::ops::Deref for BodyBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// Read the whole body into one buffer sized from `Content-Length`, so that
 /// a large body is held once (collecting chunks and joining them would hold it
 /// twice). A gzip body (`Content-Encoding: gzip`) is decompressed, and the
 /// limit applies to what it decompresses to: a zip bomb is a 413, never an
-/// out-of-memory.
+/// out-of-memory. Its bytes are counted in `room` as they arrive.
 pub async fn read_body(
     headers: &HeaderMap,
     body: Body,
     max: usize,
-    timeout: std::time::Duration,
-) -> Result<Vec<u8>, ApiError> {
+    timeout: Duration,
+    room: &BodyRoom,
+) -> Result<BodyBytes, ApiError> {
     // A stalled upload must not hold its task and buffer for ever.
-    tokio::time::timeout(timeout, read_all(headers, body, max))
+    tokio::time::timeout(timeout, read_all(headers, body, max, room))
         .await
         .map_err(|_| {
             ApiError::new(
@@ -40,7 +133,12 @@ pub async fn read_body(
         })?
 }
 
-async fn read_all(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>, ApiError> {
+async fn read_all(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    room: &BodyRoom,
+) -> Result<BodyBytes, ApiError> {
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -54,6 +152,8 @@ async fn read_all(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>
     if declared.is_some_and(|n| n > max) {
         return Err(too_large());
     }
+    let mut held = Held::default();
+    room.hold(&mut held, declared.unwrap_or(0)).await?;
     let mut buf = Vec::with_capacity(declared.unwrap_or(0));
     let mut chunks = body.into_data_stream();
     while let Some(chunk) = chunks.next().await {
@@ -67,19 +167,28 @@ async fn read_all(headers: &HeaderMap, body: Body, max: usize) -> Result<Vec<u8>
         if buf.len() + chunk.len() > max {
             return Err(too_large());
         }
+        room.hold(&mut held, buf.len() + chunk.len()).await?;
         buf.extend_from_slice(&chunk);
     }
-    match content_encoding(headers)? {
-        Encoding::Identity => Ok(buf),
-        Encoding::Gzip => gunzip(&buf, max).map_err(|e| match e {
-            Gunzip::TooLarge => too_large(),
-            Gunzip::Corrupt(e) => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "unreadable-body",
-                format!("the body is not valid gzip: {e}"),
-            ),
-        }),
-    }
+    let bytes = match content_encoding(headers)? {
+        Encoding::Identity => buf,
+        Encoding::Gzip => {
+            // Room for what it decompresses to as well, up to the limit.
+            room.hold(&mut held, buf.len() + max).await?;
+            let plain = gunzip(&buf, max).map_err(|e| match e {
+                Gunzip::TooLarge => too_large(),
+                Gunzip::Corrupt(e) => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "unreadable-body",
+                    format!("the body is not valid gzip: {e}"),
+                ),
+            })?;
+            drop(buf);
+            held.shrink_to(plain.len());
+            plain
+        }
+    };
+    Ok(BodyBytes { bytes, _held: held })
 }
 
 enum Encoding {

@@ -207,7 +207,14 @@ async fn replace_or_update(
         _ => (FEATURE_TYPES, "PUT"),
     };
     check_content_type(headers, accepted)?;
-    let body = read_body(headers, body, state.max_body, state.upload_timeout).await?;
+    let body = read_body(
+        headers,
+        body,
+        state.max_body,
+        state.upload_timeout,
+        &state.body_room,
+    )
+    .await?;
     let key = match item_key(state, caller, headers, method, (coll, id), &body).await? {
         KeyUse::Replay(response) => return Ok(Attempt::Replayed(response)),
         KeyUse::Write(key) => key,

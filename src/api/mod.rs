@@ -2,6 +2,7 @@
 
 pub mod body;
 pub mod collections;
+pub mod guard;
 pub mod health;
 pub mod item;
 pub mod items;

@@ -75,6 +75,17 @@ pub fn scalar(text: &str, ty: ScalarType) -> Result<SqlValue, CoerceError> {
             Some(v) => ranged_integer(v, ty),
             None => scalar_value(&parse(text)?, ty),
         },
+        // Checked as a value, sent as the text it was: a value would round
+        // long numbers to f64 and reorder or merge an object's keys.
+        ScalarType::Json | ScalarType::Jsonb => {
+            if contains_nul(&parse(text)?) {
+                return Err(err(
+                    "invalid_text",
+                    "JSON text for the database cannot contain \\u0000",
+                ));
+            }
+            Ok(SqlValue::Json(text.to_owned()))
+        }
         _ => scalar_value(&parse(text)?, ty),
     }
 }
@@ -168,15 +179,7 @@ fn scalar_value(value: &Value, ty: ScalarType) -> Result<SqlValue, CoerceError> 
                     )
                 })
         }
-        ScalarType::Json | ScalarType::Jsonb => {
-            if contains_nul(value) {
-                return Err(err(
-                    "invalid_text",
-                    "JSON text for the database cannot contain \\u0000",
-                ));
-            }
-            Ok(SqlValue::Json(value.clone()))
-        }
+        ScalarType::Json | ScalarType::Jsonb => unreachable!("scalar() sends JSON as its text"),
     }
 }
 
@@ -509,6 +512,11 @@ mod tests {
         );
         assert!(scalar(&raw(json!({"a": [1, "b"]})), ScalarType::Jsonb).is_ok());
         assert!(scalar(&raw(json!({"a": "\u{0}"})), ScalarType::Jsonb).is_err());
+        let exact = r#"{"b": 12345678901234567890123, "a": 3.14159265358979323846, "b": 1}"#;
+        assert_eq!(
+            scalar(exact, ScalarType::Json),
+            Ok(SqlValue::Json(exact.to_owned()))
+        );
     }
 
     #[test]

@@ -29,18 +29,20 @@ pub enum FeatureList {
 
 /// Read a whole body, handing each element of `features` to `on_feature`
 /// (with its index) as soon as it is read, so that no list of all features
-/// is ever held.
+/// is ever held. A geometry is kept up to `max_positions` positions.
 pub fn read_body<'a>(
     text: &'a str,
+    max_positions: usize,
     on_feature: &mut dyn FnMut(usize, &FeatureIn<'a>),
 ) -> Result<Body<'a>, SyntaxError> {
     let mut r = Reader::new(text);
-    let body = body(&mut r, on_feature);
+    let body = body(&mut r, max_positions, on_feature);
     body.map_err(|_| r.error())
 }
 
 fn body<'a>(
     r: &mut Reader<'a>,
+    max_positions: usize,
     on_feature: &mut dyn FnMut(usize, &FeatureIn<'a>),
 ) -> Read<Body<'a>> {
     let mut body = Body {
@@ -52,9 +54,10 @@ fn body<'a>(
         let mut first = true;
         while let Some(name) = r.member_named(&mut first, &BODY_MEMBERS)? {
             if name == FEATURES {
-                body.features = features(r, on_feature)?;
+                body.features = features(r, max_positions, on_feature)?;
             } else {
-                body.members.member(name, r, &mut Vec::new())?;
+                body.members
+                    .member(name, r, max_positions, &mut Vec::new())?;
             }
         }
     } else {
@@ -64,15 +67,18 @@ fn body<'a>(
     Ok(body)
 }
 
-/// Read a body that must be a single Feature.
-pub fn read_feature(text: &str) -> Result<FeatureIn<'_>, SyntaxError> {
+/// Read a body that must be a single Feature (its geometry kept up to
+/// `max_positions` positions).
+pub fn read_feature(text: &str, max_positions: usize) -> Result<FeatureIn<'_>, SyntaxError> {
     let mut r = Reader::new(text);
-    let feature = FeatureIn::read(&mut r, &mut Vec::new()).and_then(|f| r.end().map(|()| f));
+    let feature =
+        FeatureIn::read(&mut r, max_positions, &mut Vec::new()).and_then(|f| r.end().map(|()| f));
     feature.map_err(|_| r.error())
 }
 
 fn features<'a>(
     r: &mut Reader<'a>,
+    max_positions: usize,
     on_feature: &mut dyn FnMut(usize, &FeatureIn<'a>),
 ) -> Read<FeatureList> {
     if !r.array()? {
@@ -84,7 +90,7 @@ fn features<'a>(
     // One list of property members serves every feature in turn.
     let mut spare = Vec::new();
     while r.element(&mut first)? {
-        let feature = FeatureIn::read(r, &mut spare)?;
+        let feature = FeatureIn::read(r, max_positions, &mut spare)?;
         on_feature(i, &feature);
         if let Some(Properties::Members(mut members)) = feature.properties {
             members.clear();
@@ -146,7 +152,7 @@ pub struct FeatureIn<'a> {
 impl<'a> FeatureIn<'a> {
     /// Read the next value as a Feature; anything else is kept as "not an
     /// object". Its property members go into `spare` (taken).
-    fn read(r: &mut Reader<'a>, spare: &mut Members<'a>) -> Read<Self> {
+    fn read(r: &mut Reader<'a>, max_positions: usize, spare: &mut Members<'a>) -> Read<Self> {
         let mut f = FeatureIn::default();
         if !r.object()? {
             r.skip()?;
@@ -155,17 +161,23 @@ impl<'a> FeatureIn<'a> {
         f.is_object = true;
         let mut first = true;
         while let Some(name) = r.member_named(&mut first, &BODY_MEMBERS[..FEATURES])? {
-            f.member(name, r, spare)?;
+            f.member(name, r, max_positions, spare)?;
         }
         Ok(f)
     }
 
     /// Read the value of member `name` (an index into [`BODY_MEMBERS`]) if
     /// it is one of a Feature's, else skip it.
-    fn member(&mut self, name: usize, r: &mut Reader<'a>, spare: &mut Members<'a>) -> Read<()> {
+    fn member(
+        &mut self,
+        name: usize,
+        r: &mut Reader<'a>,
+        max_positions: usize,
+        spare: &mut Members<'a>,
+    ) -> Read<()> {
         match name {
             0 => self.kind = Some(Kind::read(r)?),
-            1 => self.geometry = Some(GeometryIn::read(r)?),
+            1 => self.geometry = Some(GeometryIn::read(r, max_positions)?),
             2 => self.properties = Some(Properties::read(r, spare)?),
             3 => self.id = Some(r.raw()?),
             _ => r.skip()?,

@@ -116,7 +116,7 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     let mut too_many = false;
     // One pass checks the syntax of the whole body (line and column on error)
     // and validates each feature of a collection as soon as it is read.
-    let top = read_body(body, &mut |i, f| {
+    let top = read_body(body, how.limits.positions, &mut |i, f| {
         if i >= how.limits.features {
             too_many = true;
             return; // read on for the syntax, but hold no more rows
@@ -219,7 +219,8 @@ pub fn parse_item(
     how: &Reading,
 ) -> Result<ItemBody, ApiError> {
     let body = utf8(body)?;
-    let feature = read_feature(body).map_err(|e| invalid_json(&e.describe(body)))?;
+    let feature =
+        read_feature(body, how.limits.positions).map_err(|e| invalid_json(&e.describe(body)))?;
     if !feature.is_object {
         return Err(malformed("the body must be a GeoJSON Feature object", ""));
     }
@@ -491,12 +492,7 @@ impl<'a> Validator<'a> {
                 }
                 self.cells.set(gi, SqlValue::Null);
             }
-            Some(g) => match encode_geometry(
-                g,
-                self.coll.geometry_column(),
-                &self.how.crs,
-                self.how.limits.positions,
-            ) {
+            Some(g) => match encode_geometry(g, self.coll.geometry_column(), &self.how.crs) {
                 Ok(wkb) => self.cells.set(gi, SqlValue::Ewkb(wkb)),
                 Err(e) => {
                     self.error(

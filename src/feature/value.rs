@@ -32,8 +32,9 @@ pub enum SqlValue {
     Timestamp(NaiveDateTime),
     /// `timestamptz`
     Timestamptz(DateTime<Utc>),
-    /// `json` / `jsonb`
-    Json(serde_json::Value),
+    /// `json` / `jsonb`: the client's own (validated) JSON text, so that the
+    /// column stores exactly what was sent, digits and key order included.
+    Json(String),
     /// A one-dimensional array.
     Array(Vec<SqlValue>),
     /// EWKB bytes, bound as `bytea`, `geometry` or `geography`.
@@ -54,7 +55,7 @@ impl SqlValue {
             | SqlValue::Timestamptz(_) => 8,
             SqlValue::Uuid(_) => 16,
             SqlValue::Text(s) => s.len(),
-            SqlValue::Json(v) => v.to_string().len(),
+            SqlValue::Json(text) => text.len(),
             SqlValue::Array(items) => 20 + items.iter().map(|v| 4 + v.wire_size()).sum::<usize>(),
             SqlValue::Ewkb(b) => b.len(),
         }
@@ -80,7 +81,14 @@ impl ToSql for SqlValue {
             SqlValue::Date(v) => v.to_sql(ty, out),
             SqlValue::Timestamp(v) => v.to_sql(ty, out),
             SqlValue::Timestamptz(v) => v.to_sql(ty, out),
-            SqlValue::Json(v) => v.to_sql(ty, out),
+            SqlValue::Json(text) => {
+                // jsonb's binary format is a version byte, then the text; json's is the text.
+                if *ty == Type::JSONB {
+                    out.extend_from_slice(&[1]);
+                }
+                out.extend_from_slice(text.as_bytes());
+                Ok(IsNull::No)
+            }
             SqlValue::Array(v) => v.to_sql(ty, out),
             // EWKB is the binary input format of bytea, geometry and geography alike.
             SqlValue::Ewkb(v) => {

@@ -51,11 +51,66 @@ pub struct GeometryIn<'a> {
     coordinates: Option<Coords>,
     /// `geometries`, when it is an array.
     geometries: Option<Vec<GeometryIn<'a>>>,
+    /// The limit on positions this geometry went over while being read (the
+    /// rest of it was only checked, not kept).
+    too_many: Option<usize>,
+}
+
+/// What is left of one geometry's allowance while it is read: a geometry
+/// past its limit is kept no further, so its memory is bounded by the
+/// limit, not by the body.
+struct Budget {
+    /// Positions that may still be kept.
+    positions: usize,
+    /// Coordinate values of any kind (positions, arrays, stray values) that
+    /// may still be kept: no valid geometry needs more than about twice its
+    /// positions, and nesting or empty arrays must not grow the tree either.
+    values: usize,
+    exceeded: bool,
+}
+
+impl Budget {
+    fn new(max_positions: usize) -> Self {
+        Budget {
+            positions: max_positions,
+            values: max_positions.saturating_mul(2).saturating_add(64),
+            exceeded: false,
+        }
+    }
+
+    /// Take one element of an array; `false` once over the limit.
+    #[inline(always)]
+    fn value(&mut self) -> bool {
+        Self::take(&mut self.values, &mut self.exceeded)
+    }
+
+    /// Take one position; `false` once over the limit.
+    #[inline(always)]
+    fn position(&mut self) -> bool {
+        Self::take(&mut self.positions, &mut self.exceeded)
+    }
+
+    #[inline(always)]
+    fn take(left: &mut usize, exceeded: &mut bool) -> bool {
+        *exceeded |= *left == 0;
+        *left = left.saturating_sub(1);
+        !*exceeded
+    }
 }
 
 impl<'a> GeometryIn<'a> {
-    /// Read the next value as a geometry; what is not one is kept to be reported.
-    pub fn read(r: &mut Reader<'a>) -> Read<Self> {
+    /// Read the next value as a geometry of at most `max_positions`
+    /// positions; what is not one is kept to be reported.
+    pub fn read(r: &mut Reader<'a>, max_positions: usize) -> Read<Self> {
+        let mut budget = Budget::new(max_positions);
+        let mut g = GeometryIn::read_within(r, &mut budget)?;
+        if budget.exceeded {
+            g.too_many = Some(max_positions);
+        }
+        Ok(g)
+    }
+
+    fn read_within(r: &mut Reader<'a>, budget: &mut Budget) -> Read<Self> {
         let mut g = GeometryIn::default();
         if r.null()? {
             g.is_null = true;
@@ -77,8 +132,8 @@ impl<'a> GeometryIn<'a> {
                     g.kind = None;
                     r.skip()?;
                 }
-                1 => g.coordinates = Some(Coords::read(r)?),
-                2 => g.geometries = GeometryIn::members(r)?,
+                1 => g.coordinates = Some(Coords::read(r, budget)?),
+                2 => g.geometries = GeometryIn::members(r, budget)?,
                 _ => r.skip()?,
             }
         }
@@ -86,7 +141,7 @@ impl<'a> GeometryIn<'a> {
     }
 
     /// A collection's `geometries`, when it is an array.
-    fn members(r: &mut Reader<'a>) -> Read<Option<Vec<Self>>> {
+    fn members(r: &mut Reader<'a>, budget: &mut Budget) -> Read<Option<Vec<Self>>> {
         if !r.array()? {
             r.skip()?;
             return Ok(None);
@@ -94,7 +149,11 @@ impl<'a> GeometryIn<'a> {
         let mut members = Vec::new();
         let mut first = true;
         while r.element(&mut first)? {
-            members.push(GeometryIn::read(r)?);
+            if budget.value() {
+                members.push(GeometryIn::read_within(r, budget)?);
+            } else {
+                r.skip()?;
+            }
         }
         Ok(Some(members))
     }
@@ -111,12 +170,12 @@ enum Coords {
 }
 
 impl Coords {
-    fn read(r: &mut Reader<'_>) -> Read<Self> {
+    fn read(r: &mut Reader<'_>, budget: &mut Budget) -> Read<Self> {
         Ok(match r.peek() {
             b'-' | b'0'..=b'9' => Coords::Num(r.number()?),
             b'[' => {
                 r.array()?;
-                Coords::array(r)?
+                Coords::array(r, budget)?
             }
             b'"' => {
                 r.skip()?;
@@ -141,13 +200,17 @@ impl Coords {
         })
     }
 
-    /// The elements of an array just entered.
-    fn array(r: &mut Reader<'_>) -> Read<Self> {
+    /// The elements of an array just entered, counted against `budget`:
+    /// past it, the rest is checked and skipped, never kept.
+    fn array(r: &mut Reader<'_>, budget: &mut Budget) -> Read<Self> {
         let mut xyz = [0.0; 3];
         let mut n = 0;
         let mut first = true;
         let spilled = loop {
             if !r.element(&mut first)? {
+                if n > 0 {
+                    budget.position();
+                }
                 return Ok(match n {
                     0 => Coords::List(Vec::new()),
                     _ => Coords::Position(xyz, n as u8),
@@ -159,29 +222,45 @@ impl Coords {
                     xyz[n] = r.number()?;
                     n += 1;
                 }
-                _ => break Coords::read(r)?,
+                _ if !budget.value() => {
+                    return Coords::skip_rest(r, &mut first);
+                }
+                _ => break Coords::read(r, budget)?,
             }
         };
         let mut items: Vec<Coords> = xyz[..n].iter().map(|&v| Coords::Num(v)).collect();
         items.push(spilled);
         while r.element(&mut first)? {
-            items.push(Coords::read(r)?);
+            if !budget.value() {
+                return Coords::skip_rest(r, &mut first);
+            }
+            items.push(Coords::read(r, budget)?);
         }
         Ok(Coords::List(items))
+    }
+
+    /// Check the rest of an array over the budget without keeping it (the
+    /// cursor is on an element): the geometry is refused as a whole.
+    fn skip_rest(r: &mut Reader<'_>, first: &mut bool) -> Read<Self> {
+        r.skip()?;
+        while r.element(first)? {
+            r.skip()?;
+        }
+        Ok(Coords::List(Vec::new()))
     }
 }
 
 /// Encode the CRS84 GeoJSON geometry object in `json` as EWKB for `column`.
 pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, GeometryError> {
     let mut r = Reader::new(json);
-    let geometry = GeometryIn::read(&mut r)
+    let geometry = GeometryIn::read(&mut r, usize::MAX)
         .and_then(|g| r.end().map(|()| g))
         // Without the position, which is relative to this geometry only.
         .map_err(|_| {
             let what = r.error().message();
             Encoder::default().malformed(format!("not a GeoJSON geometry: {what}"))
         })?;
-    encode_geometry(&geometry, column, &Crs::crs84(), usize::MAX)
+    encode_geometry(&geometry, column, &Crs::crs84())
 }
 
 /// Encode a geometry read with its feature, in `crs`, as EWKB for `column`.
@@ -190,13 +269,21 @@ pub fn encode_geometry(
     geometry: &GeometryIn<'_>,
     column: &GeometryColumn,
     crs: &Crs,
-    max_positions: usize,
 ) -> Result<Vec<u8>, GeometryError> {
     let mut enc = Encoder {
         srid: crs.srid,
         swap_xy: crs.lat_first,
         ..Encoder::default()
     };
+    if let Some(limit) = geometry.too_many {
+        return Err(enc.invalid(
+            "too_many_positions",
+            format!(
+                "more positions than the limit of {limit} (FEATUREPIPE_MAX_POSITIONS); \
+                 the geometry was read no further"
+            ),
+        ));
+    }
     let kind = enc.kind(geometry)?;
     let promote = match column.kind {
         None => false,
@@ -246,15 +333,6 @@ pub fn encode_geometry(
     } else {
         enc.geometry(geometry, kind, true)?;
     }
-    if enc.positions > max_positions {
-        return Err(enc.invalid(
-            "too_many_positions",
-            format!(
-                "{} positions, more than the limit of {max_positions} (FEATUREPIPE_MAX_POSITIONS)",
-                enc.positions
-            ),
-        ));
-    }
     if !point {
         // Rows are held until written: give back what doubling over-reserved.
         enc.out.shrink_to_fit();
@@ -293,8 +371,6 @@ struct Encoder {
     srid: i32,
     /// Input positions are (y, x): written as (x, y).
     swap_xy: bool,
-    /// Positions written so far.
-    positions: usize,
     /// Where in the geometry the encoder is, for errors; inline, because
     /// every geometry uses it and a million points must not allocate for it.
     path: SmallVec<[Seg; 8]>,
@@ -492,7 +568,6 @@ impl Encoder {
 
     /// Write a checked position, x first.
     fn write_position(&mut self, mut xyz: [f64; 3]) -> [f64; 3] {
-        self.positions += 1;
         if self.swap_xy {
             xyz.swap(0, 1);
         }
@@ -601,13 +676,13 @@ mod tests {
     #[test]
     fn lat_first_input_is_written_x_first_with_its_srid() {
         let mut r = Reader::new(r#"{"type":"Point","coordinates":[2, 1]}"#);
-        let g = GeometryIn::read(&mut r).unwrap();
+        let g = GeometryIn::read(&mut r, usize::MAX).unwrap();
         let epsg4326 = Crs {
             uri: String::new(),
             srid: 4326,
             lat_first: true,
         };
-        let wkb = encode_geometry(&g, &any(), &epsg4326, usize::MAX).unwrap();
+        let wkb = encode_geometry(&g, &any(), &epsg4326).unwrap();
         assert_eq!(
             hex(&wkb),
             "0101000020E6100000000000000000F03F0000000000000040"
@@ -617,7 +692,7 @@ mod tests {
             srid: 25832,
             lat_first: false,
         };
-        let wkb = encode_geometry(&g, &any(), &utm, usize::MAX).unwrap();
+        let wkb = encode_geometry(&g, &any(), &utm).unwrap();
         // SELECT 'SRID=25832;POINT(2 1)'::geometry
         assert_eq!(
             hex(&wkb),
@@ -725,6 +800,69 @@ mod tests {
         ]});
         let e = encode_ewkb(&v.to_string(), &any()).unwrap_err();
         assert_eq!(e.path, "/geometries/1/coordinates");
+    }
+
+    /// Positions and values kept in a geometry read from its text.
+    fn kept(g: &GeometryIn<'_>) -> (usize, usize) {
+        fn walk(c: &Coords, n: &mut (usize, usize)) {
+            n.1 += 1;
+            match c {
+                Coords::Position(..) => n.0 += 1,
+                Coords::List(items) => items.iter().for_each(|c| walk(c, n)),
+                Coords::Num(_) | Coords::Other(_) => {}
+            }
+        }
+        let mut n = (0, 0);
+        g.coordinates.iter().for_each(|c| walk(c, &mut n));
+        for member in g.geometries.iter().flatten() {
+            let (p, v) = kept(member);
+            n = (n.0 + p, n.1 + v + 1);
+        }
+        n
+    }
+
+    #[test]
+    fn reading_stops_keeping_a_geometry_at_its_position_limit() {
+        let line = |n: usize, wrap: &str| {
+            let positions = vec!["[1.5,2]"; n].join(",");
+            let mut text = format!(r#"{{"type":"LineString","coordinates":[{positions}]}}"#);
+            if wrap == "collection" {
+                text = format!(r#"{{"type":"GeometryCollection","geometries":[{text},{text}]}}"#);
+            }
+            text
+        };
+        let read = |text: &str, limit: usize| {
+            let text = text.to_owned();
+            let mut r = Reader::new(&text);
+            let g = GeometryIn::read(&mut r, limit).unwrap();
+            r.end().unwrap();
+            (g.too_many, kept(&g))
+        };
+        assert_eq!(read(&line(5, ""), 5), (None, (5, 6)));
+        // 100 000 positions, a limit of 10: the tree holds at most one more.
+        let (too_many, (positions, values)) = read(&line(100_000, ""), 10);
+        assert_eq!(too_many, Some(10));
+        assert!(positions <= 11 && values <= 12, "{positions} {values}");
+        let (too_many, (positions, _)) = read(&line(6, "collection"), 10);
+        assert_eq!((too_many, positions <= 11), (Some(10), true));
+        // Empty arrays and nesting are no position, but are kept no further either.
+        let empties = format!(
+            r#"{{"type":"MultiPoint","coordinates":[{}]}}"#,
+            vec!["[]"; 100_000].join(",")
+        );
+        let (too_many, (_, values)) = read(&empties, 10);
+        assert_eq!(too_many, Some(10));
+        assert!(values <= 2 * 10 + 64 + 1, "{values}");
+        // Skipped text is still checked.
+        let mut r = Reader::new(r#"{"type":"LineString","coordinates":[[0,0],[1,1],[2,]]}"#);
+        assert!(GeometryIn::read(&mut r, 1).is_err());
+        // And the encoder refuses it, naming the limit.
+        let text = line(100, "");
+        let mut r = Reader::new(&text);
+        let g = GeometryIn::read(&mut r, 10).unwrap();
+        let e = encode_geometry(&g, &any(), &Crs::crs84()).unwrap_err();
+        assert_eq!((e.code, e.path.as_str()), ("too_many_positions", ""));
+        assert!(e.message.contains("limit of 10"), "{}", e.message);
     }
 
     #[test]

@@ -4,8 +4,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use deadpool_postgres::Object;
 
-/// Derefs to the connection; if dropped while a transaction may be open, the
-/// connection is closed instead of returned (closing ends the transaction).
+/// Derefs to the connection; if dropped while a transaction may be open (a
+/// request cut short by its deadline or its client), the statement in flight
+/// is cancelled and the connection closed instead of returned. Closing alone
+/// is not enough: a COMMIT pipelined behind a running statement would still
+/// be carried out once the statement ends; cancelled, the statement fails and
+/// that COMMIT rolls back.
 pub struct TxGuard {
     client: Option<Object>,
     open: AtomicBool,
@@ -36,6 +40,14 @@ impl std::ops::Deref for TxGuard {
 impl Drop for TxGuard {
     fn drop(&mut self) {
         if let (true, Some(client)) = (*self.open.get_mut(), self.client.take()) {
+            let cancel = client.cancel_token();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    if let Err(e) = cancel.cancel_query(tokio_postgres::NoTls).await {
+                        tracing::warn!(error = %e, "cancelling the statement of an abandoned transaction failed");
+                    }
+                });
+            }
             drop(Object::take(client));
         }
     }

@@ -120,7 +120,7 @@ pub async fn write_features(
             batches: Vec::new(),
         });
     }
-    tokio::spawn(crate::telemetry::carried(async move {
+    AbortOnDrop(tokio::spawn(crate::telemetry::carried(async move {
         let plan = plan::plan(shapes, &rows, options.limits);
         let request = Request {
             coll: &coll,
@@ -134,9 +134,32 @@ pub async fn write_features(
         let report = db.retry().run(|| request.write(&db, options)).await?;
         record_written(&coll.id, &report);
         Ok(report)
-    }))
+    })))
     .await
     .map_err(|e| ApiError::internal(format!("the write task failed: {e}")))?
+}
+
+/// The write's task, stopped when the request is dropped (past its deadline,
+/// or its client gone): its [`guard::TxGuard`] then cancels the statement in
+/// flight and closes the connection, so the transaction rolls back rather
+/// than committing unseen.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
 }
 
 /// The metrics and log lines of a write: features written, and each batch

@@ -1,9 +1,11 @@
 //! Integration tests against a real PostgreSQL + PostGIS (see `make test`).
 
 mod auth;
+mod bodies;
 mod catalog;
 mod clients;
 mod conflicts;
+mod connections;
 mod copy;
 mod crs;
 mod defaults;

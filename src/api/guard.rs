@@ -1,0 +1,60 @@
+//! What every request gets, whatever its handler does: an answer to a
+//! panic, and an end.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
+
+use crate::error::ApiError;
+
+/// A handler that panics gets a problem+json 500 (and the panic is logged)
+/// instead of a dropped connection.
+pub async fn catch_panic(request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+        Ok(response) => response,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(%method, path, panic = what, "a request handler panicked");
+            // The panic's text stays in the log: it may describe internals.
+            ApiError::internal(
+                "the service failed while answering this request; it was logged. If it was a \
+                 write, check whether it took effect before sending it again",
+            )
+            .into_response()
+        }
+    }
+}
+
+/// A request that takes longer than `deadline` (zero: no limit) is answered
+/// 504. Its handler is dropped, and with it any open transaction: the
+/// statement in flight is cancelled and the connection closed (see
+/// `TxGuard`), so the transaction rolls back unless COMMIT was already done.
+pub async fn deadline(deadline: Duration, request: Request, next: Next) -> Response {
+    if deadline.is_zero() {
+        return next.run(request).await;
+    }
+    match tokio::time::timeout(deadline, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "deadline-exceeded",
+            format!(
+                "the request did not finish within {deadline:?} (FEATUREPIPE_REQUEST_TIMEOUT): \
+                 it was stopped, and its open transaction cancelled and rolled back. A write \
+                 whose COMMIT had already been carried out stays written: check, or send it \
+                 again with an Idempotency-Key"
+            ),
+        )
+        .into_response(),
+    }
+}

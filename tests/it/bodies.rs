@@ -1,0 +1,202 @@
+//! What a body costs and what of it is stored: a small gzip body of millions
+//! of positions is refused without building them, bodies read at once share
+//! a bounded memory, and json/jsonb values are stored as sent.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+
+use crate::support::{http, point, Served, ServiceProcess, TestApp, TestDb};
+
+/// The process's peak resident memory so far (VmHWM), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// POST `body` gzip-encoded over a fresh connection: (status, response text).
+async fn post_gzip(addr: &str, path: &str, body: &[u8]) -> (u16, String) {
+    use tokio::io::AsyncReadExt;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
+         Content-Encoding: gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).await.unwrap();
+    let status = response[9..12].parse().unwrap();
+    (status, response)
+}
+
+#[tokio::test]
+async fn a_small_gzip_body_of_six_million_positions_is_refused_without_building_them() {
+    let db = TestDb::new("CREATE TABLE lines (id serial PRIMARY KEY, geom geometry)").await;
+    // The body of the finding: one LineString of 6 million positions, about
+    // 36 MB as text (under the 64 MiB body limit) and 113 KiB gzipped.
+    let mut text = String::from(
+        r#"{"type":"Feature","properties":{},"geometry":{"type":"LineString","coordinates":["#,
+    );
+    text.push_str(&vec!["[0,0]"; 6_000_000].join(","));
+    text.push_str("]}}");
+    let gz = {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(text.as_bytes()).unwrap();
+        enc.finish().unwrap()
+    };
+    drop(text);
+    assert!(gz.len() < 1 << 20, "{} bytes gzipped", gz.len());
+    // Its own process, so that its peak memory is this request's alone.
+    let service = ServiceProcess::start(&db.url, &[]).await;
+    let pid = service.child.id().unwrap();
+    let before = peak_kib(pid);
+    let (status, response) = post_gzip(&service.addr, "/collections/lines/items", &gz).await;
+    let grown = peak_kib(pid).saturating_sub(before);
+    assert_eq!(status, 422, "{response}");
+    let body: serde_json::Value =
+        serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let error = &body["errors"][0];
+    assert_eq!(error["code"], "too_many_positions", "{body}");
+    assert_eq!(
+        (&error["feature"], &error["pointer"]),
+        (&json!(0), &json!("/geometry"))
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains("1000000"),
+        "{body}"
+    );
+    // Before the fix the whole coordinate tree and its EWKB were built:
+    // +555 MiB. Now: the decompressed text, and a geometry kept up to the
+    // limit (1 000 000 positions) and no further.
+    assert!(
+        grown < 256 * 1024,
+        "peak memory grew by {} MiB",
+        grown / 1024
+    );
+    assert_eq!(db.int("SELECT count(*) FROM lines").await, 0);
+}
+
+#[tokio::test]
+async fn json_and_jsonb_values_are_stored_as_sent() {
+    let app = TestApp::new(
+        "CREATE TABLE docs (id serial PRIMARY KEY, note text, j json, jb jsonb, geom geometry)",
+    )
+    .await;
+    // Written by hand: a serde_json::Value here would round the numbers itself.
+    let value = r#"{"z": 12345678901234567890123, "pi": 3.14159265358979323846264338327950288, "z": [1.0, 1e2]}"#;
+    let feature = |note: &str| {
+        format!(
+            r#"{{"type":"Feature","geometry":null,"properties":{{"note":"{note}","j":{value},"jb":{value}}}}}"#
+        )
+    };
+    let check = |note: &'static str| {
+        let app = &app;
+        async move {
+            let row = app
+                .db
+                .client
+                .query_one(
+                    "SELECT DISTINCT j::text, jb::text, jb = $2::text::jsonb FROM docs WHERE note = $1",
+                    &[&note, &value],
+                )
+                .await
+                .unwrap();
+            // json keeps the text: digits, key order, duplicate keys, spacing.
+            assert_eq!(row.get::<_, String>(0), value, "{note}");
+            // jsonb holds what PostgreSQL parses from that text: the last
+            // duplicate wins, and every digit is kept.
+            assert!(row.get::<_, bool>(2), "{note}: {}", row.get::<_, String>(1));
+            assert_eq!(
+                row.get::<_, String>(1),
+                r#"{"z": [1.0, 100], "pi": 3.14159265358979323846264338327950288}"#,
+                "{note}"
+            );
+        }
+    };
+    // One feature: INSERT.
+    let r = app
+        .post_raw(
+            "/collections/docs/items",
+            Some("application/geo+json"),
+            feature("single"),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    check("single").await;
+    // A hundred: COPY (the default strategy from 100 features on).
+    let many = vec![feature("copied"); 100].join(",");
+    let r = app
+        .post_raw(
+            "/collections/docs/items",
+            Some("application/geo+json"),
+            format!(r#"{{"type":"FeatureCollection","features":[{many}]}}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(r.body["strategy"], "copy", "{r:?}");
+    check("copied").await;
+    assert_eq!(app.db.int("SELECT count(*) FROM docs").await, 101);
+}
+
+#[tokio::test]
+async fn bodies_read_at_once_share_a_bounded_memory() {
+    let app = TestApp::with_config(
+        "CREATE TABLE pts (id serial PRIMARY KEY, name text, geom geometry)",
+        |c| {
+            c.body_memory = 64 << 10;
+            c.pool_wait = Duration::from_millis(200);
+        },
+    )
+    .await;
+    let served = Served::start(&app).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    // A client announces 60 KiB and sends one byte: its room is held while it dawdles.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(
+        b"POST /collections/pts/items HTTP/1.1\r\nHost: x\r\nContent-Type: application/geo+json\r\n\
+          Content-Length: 61440\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    // 8 KB that would be refused once read (no column "nope"), so that no
+    // attempt writes anything: it gets no room while the slow one holds it.
+    let probe = point(0.0, 0.0, json!({"nope": "n".repeat(8000)})).to_string();
+    let mut answer = (0, String::new());
+    for _ in 0..100 {
+        answer = http(&addr, "POST", "/collections/pts/items", &probe)
+            .await
+            .unwrap();
+        if answer.0 == 503 {
+            break;
+        }
+    }
+    assert_eq!(answer.0, 503, "{}", answer.1);
+    assert!(
+        answer.1.contains("urn:featurepipe:problem:busy"),
+        "{}",
+        answer.1
+    );
+    assert!(answer.1.contains("FEATUREPIPE_BODY_MEMORY"), "{}", answer.1);
+    // The slow client goes away: its room is given back.
+    drop(slow);
+    for _ in 0..100 {
+        answer = http(&addr, "POST", "/collections/pts/items", &probe)
+            .await
+            .unwrap();
+        if answer.0 != 503 {
+            break;
+        }
+    }
+    assert_eq!(answer.0, 422, "{}", answer.1);
+    let fine = point(0.0, 0.0, json!({"name": "n".repeat(8000)})).to_string();
+    let (status, text) = http(&addr, "POST", "/collections/pts/items", &fine)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{text}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
+}
