@@ -85,12 +85,17 @@ async fn the_first_response_lost_on_the_way() {
     stream.write_all(payload.as_bytes()).await.unwrap();
     let stored =
         "SELECT count(*) FROM featurepipe.idempotency WHERE key = 'lost-1' AND status IS NOT NULL";
-    for _ in 0..100 {
+    // Polled, not timed: hanging up before the response is stored would
+    // test something else (a retry while the first request still runs).
+    let mut committed = false;
+    for _ in 0..1200 {
         if app.db.int(stored).await == 1 {
+            committed = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(committed, "the first request never stored its response");
     drop(stream);
     let retry = post(&app, "lost-1", &payload).await;
     assert_eq!(retry.status, 201, "{retry:?}");
