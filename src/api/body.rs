@@ -206,6 +206,7 @@ pub async fn idempotency(
         hash,
         ttl: state.idempotency_ttl,
         location_prefix: None,
+        role: caller.role.clone(),
     })))
 }
 

@@ -31,6 +31,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "idempotency_functions",
         include_str!("../../migrations/0005_idempotency_functions.sql"),
     ),
+    (
+        6,
+        "idempotency_privileges",
+        include_str!("../../migrations/0006_idempotency_privileges.sql"),
+    ),
 ];
 
 /// Arbitrary constant: replicas starting together take turns on this lock.

@@ -33,7 +33,7 @@ use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::{Call, Calls};
 use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
 use crate::write::STATEMENT_CACHE_LIMIT;
-use crate::write::{claim_failed, prepare_keyed, store_response_and_commit, Keyed};
+use crate::write::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
 use report::{Outcome, SessionReport};
 
 /// What an operation does.
@@ -377,15 +377,11 @@ impl<'a> Session<'a> {
     /// Forget expired keys (`claim` false) or claim the request's key.
     async fn claim(&self, claim: bool) -> Result<Done, Error> {
         let keyed = self.keyed.expect("claims are sent for keyed sessions only");
-        let [expire, claim_key, _] = keyed.statements;
-        if claim {
-            claim_key
-                .execute(self.client, &[&keyed.idem.key, &keyed.idem.hash])
-                .await?;
-        } else {
-            expire
-                .execute(self.client, &[&keyed.idem.ttl.as_secs_f64()])
-                .await?;
+        // Both made, one polled: a future not polled sends nothing.
+        let [expire, claim_key] = claim_calls(keyed, self.client);
+        match claim {
+            true => claim_key.await?,
+            false => expire.await?,
         }
         Ok(Done::Control)
     }

@@ -23,6 +23,9 @@ pub struct Idempotency {
     pub ttl: Duration,
     /// Where a single created feature is: this plus its id (for `Location`).
     pub location_prefix: Option<String>,
+    /// The caller's database role (`[auth] set_role`), which the bookkeeping
+    /// steps out of: it runs as the service's own role.
+    pub role: Option<String>,
 }
 
 /// A response stored under a key.
@@ -41,8 +44,8 @@ pub struct Stored {
 }
 
 /// Forget expired keys (so that an expired key can be used again). The
-/// statements call the service's own functions (migration 5), so that a
-/// request running as its caller's role touches no other caller's keys.
+/// statements call the service's own functions (migrations 5 and 6), which
+/// only the service's own role may run (see [`crate::write::as_service`]).
 pub const EXPIRE: &str = "SELECT featurepipe.idempotency_expire($1::float8)";
 /// Claim the key; a concurrent request with the same key waits, then fails (23505).
 pub const CLAIM: &str = "SELECT featurepipe.idempotency_claim($1::text, $2::text)";
@@ -63,6 +66,8 @@ pub fn request_hash(method: &str, path_and_query: &str, body: &[u8]) -> String {
 
 /// The stored response of `key`, if it has one that has not expired.
 pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<Stored>, ApiError> {
+    // On a connection of the service's own role: the function is its alone.
+    let db = db.as_role(None);
     let client = db.connection().await?;
     let sql = "SELECT request_hash, status, body, location, headers \
                  FROM featurepipe.idempotency_lookup($1::text, $2::float8)";

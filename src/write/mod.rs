@@ -15,6 +15,8 @@ pub mod sql;
 
 use std::sync::Arc;
 
+use tokio_postgres::types::ToSql;
+
 use crate::catalog::Collection;
 use crate::db::statement::{prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
@@ -247,10 +249,43 @@ pub(crate) fn claim_calls<'a>(
 ) -> [Call<'a, Result<(), tokio_postgres::Error>>; 2] {
     let [expire, claim, _] = keyed.statements;
     let idem = keyed.idem;
+    let role = idem.role.as_deref();
     [
-        Box::pin(async move { expire.execute(client, &[&idem.ttl.as_secs_f64()]).await }),
-        Box::pin(async move { claim.execute(client, &[&idem.key, &idem.hash]).await }),
+        Box::pin(async move {
+            let ttl = idem.ttl.as_secs_f64();
+            as_service(client, role, expire.execute(client, &[&ttl])).await
+        }),
+        Box::pin(async move {
+            let params: [&(dyn ToSql + Sync); 2] = [&idem.key, &idem.hash];
+            as_service(client, role, claim.execute(client, &params)).await
+        }),
     ]
+}
+
+/// Run an idempotency `statement` as the service's own role when the
+/// request runs as its caller's `role` (`[auth] set_role`): the functions
+/// are the service's alone (migration 6), so that no caller's role can read,
+/// forge or expire other callers' keys. The switch there and back goes out
+/// in the same flight as the statement (all three are sent when first
+/// polled); `SET LOCAL`, so the transaction's end undoes it whatever happens.
+pub(crate) async fn as_service<T>(
+    client: &TxGuard,
+    role: Option<&str>,
+    statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, tokio_postgres::Error> {
+    let Some(role) = role else {
+        return statement.await;
+    };
+    // The name comes from a verified credential; quoting keeps it a name.
+    let back = format!("SET LOCAL ROLE {}", crate::catalog::quote_ident(role));
+    let (to_service, done, to_caller) = futures_util::join!(
+        client.batch_execute("SET LOCAL ROLE NONE"),
+        statement,
+        client.batch_execute(&back),
+    );
+    to_service?;
+    let done = done?;
+    to_caller.map(|()| done)
 }
 
 /// The key is taken: another request with it has just written (or is writing).
@@ -298,9 +333,8 @@ pub(crate) async fn store_response_and_commit(
     let (idem, store) = (keyed.idem, &keyed.statements[2]);
     let calls: Vec<Call<'_, Result<(), tokio_postgres::Error>>> = vec![
         Box::pin(async {
-            store
-                .execute(client, &[&idem.key, &status, &body, &location, &headers])
-                .await
+            let params: [&(dyn ToSql + Sync); 5] = [&idem.key, &status, &body, &location, &headers];
+            as_service(client, idem.role.as_deref(), store.execute(client, &params)).await
         }),
         Box::pin(async { client.batch_execute("COMMIT").await }),
     ];

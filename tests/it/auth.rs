@@ -650,3 +650,76 @@ async fn set_role_runs_each_request_as_the_credentials_role_under_row_level_secu
         .collect();
     assert_eq!(owners, ["fp_test_field_a:mine", "fp_test_field_b:s"]);
 }
+
+#[tokio::test]
+async fn set_role_keyed_writes_run_the_bookkeeping_as_the_service() {
+    let mut settings = String::from("[auth]\nset_role = true\n");
+    settings.push_str(&format!(
+        "[api_keys.a]\nsha256 = \"{}\"\nscope = \"read:notes write:notes\"\nrole = \"fp_test_field_a\"\n",
+        sha256("fp_key_a")
+    ));
+    let path = settings_file("keyed-roles", &settings);
+    let app = TestApp::with_config(RLS_SETUP, |c| {
+        c.auth = true;
+        c.settings = Some(path);
+    })
+    .await;
+    app.db
+        .client
+        .batch_execute("GRANT USAGE ON SCHEMA featurepipe TO fp_test_field_a")
+        .await
+        .unwrap();
+    // The caller's role may not run the idempotency functions itself.
+    let may = "SELECT has_function_privilege('fp_test_field_a', \
+               'featurepipe.idempotency_claim(text, text)', 'EXECUTE')::text";
+    assert_eq!(app.db.text(may).await.as_deref(), Some("false"));
+    let keyed = [("x-api-key", "fp_key_a"), ("idempotency-key", "role-key")];
+    let first = post_as(&app, &keyed, "notes").await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let again = post_as(&app, &keyed, "notes").await;
+    assert_eq!(again.status, 201, "{again:?}");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.body, first.body);
+    // An edit session and a PATCH under keys, as the role, too.
+    let session = json!({"operations": [
+        {"op": "insert", "collection": "notes", "feature": point(0.0, 0.0, json!({"name": "s"}))},
+    ]});
+    let headers = [
+        keyed[0],
+        ("idempotency-key", "role-session"),
+        ("content-type", "application/json"),
+    ];
+    for _ in 0..2 {
+        let r = app
+            .send("POST", "/transactions", &headers, Some(session.to_string()))
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let item = format!("/collections/notes/items/{}", first.body["ids"][0]);
+    let headers = [
+        keyed[0],
+        ("idempotency-key", "role-patch"),
+        ("content-type", "application/merge-patch+json"),
+    ];
+    for _ in 0..2 {
+        let patch = json!({"properties": {"name": "patched"}}).to_string();
+        let r = app.send("PATCH", &item, &headers, Some(patch)).await;
+        assert_eq!(r.status, 204, "{r:?}");
+    }
+    let owners: Vec<String> = app
+        .db
+        .client
+        .query("SELECT owner || ':' || name FROM notes ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(owners, ["fp_test_field_a:patched", "fp_test_field_a:s"]);
+    assert_eq!(
+        app.db
+            .int("SELECT count(*) FROM featurepipe.idempotency WHERE status IS NOT NULL")
+            .await,
+        3
+    );
+}

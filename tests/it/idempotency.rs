@@ -6,7 +6,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
-use crate::support::{collection, point, Served, TestApp, TestResponse};
+use tokio_postgres::error::SqlState;
+
+use crate::support::{collection, config, connect, point, Served, TestApp, TestDb, TestResponse};
 
 const SETUP: &str = "CREATE TABLE pts (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))";
 
@@ -135,9 +137,16 @@ async fn concurrent_requests_with_one_key_write_once() {
 
 #[tokio::test]
 async fn keys_expire() {
-    let app = TestApp::with_config(SETUP, |c| c.idempotency_ttl = Duration::from_millis(500)).await;
+    let app = TestApp::with_config(SETUP, |c| c.idempotency_ttl = Duration::from_secs(120)).await;
     assert_eq!(post(&app, "short", &body(1)).await.status, 201);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Time passes in the table, not on the clock: no sleep to race.
+    let age = |by: &str| {
+        format!("UPDATE featurepipe.idempotency SET created = created - interval '{by}'")
+    };
+    app.db.client.batch_execute(&age("100 s")).await.unwrap();
+    let r = post(&app, "short", &body(1)).await;
+    assert_eq!(r.headers["idempotent-replayed"], "true", "within the TTL");
+    app.db.client.batch_execute(&age("30 s")).await.unwrap();
     let r = post(&app, "short", &body(1)).await;
     assert_eq!(r.status, 201);
     assert!(!r.headers.contains_key("idempotent-replayed"));
@@ -339,4 +348,119 @@ async fn skip_mode_takes_keys_and_batch_mode_says_why_not() {
     let r = send("/transactions?mode=batch", "batch-1", ops).await;
     assert_eq!(r.status, 400, "{r:?}");
     assert!(r.body["detail"].as_str().unwrap().contains("mode=batch"));
+}
+
+/// A login role of the cluster with `USAGE` on the service's schema: all it
+/// lacks to call the idempotency functions is the right to run them.
+async fn outsider(app: &TestApp) -> tokio_postgres::Client {
+    app.db
+        .client
+        .batch_execute(
+            "DO $$ BEGIN CREATE ROLE fp_test_outsider LOGIN; \
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             GRANT USAGE ON SCHEMA featurepipe TO fp_test_outsider",
+        )
+        .await
+        .unwrap();
+    let url = app
+        .db
+        .url
+        .replacen("://postgres@", "://fp_test_outsider@", 1);
+    connect(&url).await
+}
+
+/// Whether `role` may run each of the idempotency functions.
+async fn may_run(app: &TestApp, role: &str) -> Vec<bool> {
+    let sql = "SELECT has_function_privilege($1, f, 'EXECUTE') FROM unnest(ARRAY[
+                 'featurepipe.idempotency_expire(float8)',
+                 'featurepipe.idempotency_claim(text, text)',
+                 'featurepipe.idempotency_store(text, int4, bytea, text, jsonb)',
+                 'featurepipe.idempotency_lookup(text, float8)']) AS f";
+    let rows = app.db.client.query(sql, &[&role]).await.unwrap();
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+#[tokio::test]
+async fn other_roles_cannot_run_the_idempotency_functions() {
+    let app = TestApp::new(SETUP).await;
+    let one = body(1);
+    let first = post(&app, "mine", &one).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let other = outsider(&app).await;
+    for sql in [
+        "SELECT featurepipe.idempotency_expire(0)",
+        "SELECT featurepipe.idempotency_claim('forged', 'x')",
+        "SELECT featurepipe.idempotency_store('mine', 200, '\\x7b7d', NULL, NULL)",
+        "SELECT * FROM featurepipe.idempotency_lookup('mine', 1e9)",
+    ] {
+        let err = other.batch_execute(sql).await.expect_err(sql);
+        assert_eq!(
+            err.code(),
+            Some(&SqlState::INSUFFICIENT_PRIVILEGE),
+            "{sql}: {err:?}"
+        );
+    }
+    // Not even the service can expire every key at once: a TTL of zero,
+    // below zero or NaN is clamped (to at least a minute).
+    for ttl in ["0", "-1e9", "'NaN'", "'-Infinity'"] {
+        let sql = format!("SELECT featurepipe.idempotency_expire({ttl})");
+        app.db.client.batch_execute(&sql).await.unwrap();
+    }
+    let again = post(&app, "mine", &one).await;
+    assert_eq!(again.headers["idempotent-replayed"], "true", "{again:?}");
+    assert_eq!(again.body, first.body);
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
+    assert_eq!(
+        app.db
+            .int("SELECT count(*) FROM featurepipe.idempotency WHERE key = 'forged'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn migrating_a_database_of_migration_5_takes_the_functions_back() {
+    let db = TestDb::new(SETUP).await;
+    // The service's schema as migrations 1 to 5 left it.
+    db.client
+        .batch_execute(
+            "CREATE SCHEMA featurepipe;
+             CREATE TABLE featurepipe.schema_migrations (
+                 version integer PRIMARY KEY, name text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now());",
+        )
+        .await
+        .unwrap();
+    let old = [
+        include_str!("../../migrations/0001_featurepipe_schema.sql"),
+        include_str!("../../migrations/0002_fail_function.sql"),
+        include_str!("../../migrations/0003_idempotency.sql"),
+        include_str!("../../migrations/0004_idempotency_headers.sql"),
+        include_str!("../../migrations/0005_idempotency_functions.sql"),
+    ];
+    for (version, sql) in (1..).zip(old) {
+        db.client.batch_execute(sql).await.unwrap();
+        db.client
+            .execute(
+                "INSERT INTO featurepipe.schema_migrations VALUES ($1, 'old')",
+                &[&version],
+            )
+            .await
+            .unwrap();
+    }
+    let url = db.url.clone();
+    let app = TestApp::on(db, config(&url)).await;
+    let other = outsider(&app).await;
+    assert_eq!(may_run(&app, "fp_test_outsider").await, [false; 4]);
+    let err = other
+        .batch_execute("SELECT featurepipe.idempotency_expire(0)")
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE));
+    // The service still has them.
+    let one = body(1);
+    assert_eq!(post(&app, "after", &one).await.status, 201);
+    let again = post(&app, "after", &one).await;
+    assert_eq!(again.headers["idempotent-replayed"], "true", "{again:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
 }
