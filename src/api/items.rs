@@ -1,6 +1,8 @@
 //! `/collections/{collectionId}/items`: read a page of features (GET), create
 //! one Feature or a FeatureCollection (POST), and OPTIONS.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -8,25 +10,29 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::body::{check_content_type, idempotency, read_body, KeyUse};
+use super::body::{answer_of, check_content_type, idempotency, read_body, response_of, KeyUse};
 use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
 use super::query_pairs;
 use super::representation::{
-    check_writable, created, item_path, items_allow, options_response, reading, set_content_crs,
-    set_location, set_preference_applied, within_reading_rights, Return, FEATURE_TYPES, GEOJSON,
+    check_writable, created, items_allow, options_response, reading, set_content_crs, set_location,
+    set_preference_applied, within_reading_rights, Return, FEATURE_TYPES, GEOJSON,
 };
 use super::transactions;
 use crate::app::AppState;
 use crate::auth::Caller;
+use crate::catalog::Collection;
 use crate::error::{ApiError, Problem};
 use crate::feature::parse_body;
+use crate::geometry::Crs;
 use crate::read::params::{percent_encode, ItemsQuery};
+use crate::read::StoredFeature;
 use crate::read::{self};
 use crate::session::{self, Mode};
-use crate::write::idempotency::Idempotency;
+use crate::write::idempotency::{Answer, Idempotency, Respond, Shown};
 use crate::write::report::WriteReport;
 use crate::write::write_features;
+use futures_util::future::BoxFuture;
 
 /// A page of features as a GeoJSON FeatureCollection with paging links.
 #[utoipa::path(
@@ -159,8 +165,16 @@ pub async fn create(
         let key = idempotency.as_ref();
         return transactions::answer(&state, &operations, &steps, mode, key).await;
     }
+    let answer = Arc::new(PostAnswer {
+        coll: coll.clone(),
+        base,
+        headers,
+        crs,
+        single,
+        made: Mutex::new(None),
+    });
     let idempotency = idempotency.map(|idempotency| Idempotency {
-        location_prefix: single.then(|| format!("{}{}", base.0, item_path(&coll, ""))),
+        respond: Some(answer.clone()),
         ..idempotency
     });
     let report = write_features(
@@ -171,23 +185,92 @@ pub async fn create(
         idempotency,
     )
     .await?;
-    let Some(id) = report.ids.text(0).filter(|_| single) else {
-        let mut response = (StatusCode::CREATED, Json(&report)).into_response();
-        set_preference_applied(&mut response, &headers, false);
-        return Ok(response);
+    // Keyed: the answer made before COMMIT, as it was stored.
+    if let Some(made) = answer
+        .made
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        return Ok(response_of(made));
+    }
+    let stored = match answer.shows(&report) {
+        Some(shown) => read::item(&state.db, &coll, &shown.id, &shown.crs).await?,
+        None => None,
     };
-    let preference = Return::from_headers(&headers);
-    let mut response = match preference {
-        Return::Unspecified => (StatusCode::CREATED, Json(&report)).into_response(),
-        _ => match read::item(&state.db, &coll, &id, &crs).await? {
-            Some(stored) => created(&stored, preference, &base, &coll, &id, &crs),
-            // Gone already (deleted by another request): the report still tells the id.
-            None => (StatusCode::CREATED, Json(&report)).into_response(),
-        },
-    };
-    set_location(&mut response, &base, &coll, &id);
-    set_preference_applied(&mut response, &headers, preference != Return::Unspecified);
-    Ok(response)
+    Ok(answer.response(&report, stored.as_ref()))
+}
+
+/// How a POST of features is answered: with the bulk report, or (one
+/// Feature with `Prefer: return=…`) as OGC API - Features Part 4 says. Under
+/// an Idempotency-Key the answer is made in the write's transaction and
+/// stored with it, so that a replay is this answer ([`Respond`]).
+#[derive(Debug)]
+struct PostAnswer {
+    coll: Arc<Collection>,
+    base: BaseUrl,
+    headers: HeaderMap,
+    /// The CRS of the body, and of the feature in the answer.
+    crs: Crs,
+    /// The body was one Feature.
+    single: bool,
+    /// The answer made for a keyed write, to send as stored.
+    made: Mutex<Option<Answer>>,
+}
+
+impl PostAnswer {
+    /// The created feature's id, when the body was one Feature.
+    fn id(&self, report: &WriteReport) -> Option<String> {
+        report.ids.text(0).filter(|_| self.single)
+    }
+
+    /// The response, showing the created feature as `stored` when the
+    /// preference asks for it and it could be read.
+    fn response(&self, report: &WriteReport, stored: Option<&StoredFeature>) -> Response {
+        let Some(id) = self.id(report) else {
+            let mut response = (StatusCode::CREATED, Json(report)).into_response();
+            set_preference_applied(&mut response, &self.headers, false);
+            return response;
+        };
+        let preference = Return::from_headers(&self.headers);
+        let mut response = match stored.filter(|_| preference != Return::Unspecified) {
+            Some(stored) => created(stored, preference, &self.base, &self.coll, &id, &self.crs),
+            // Not asked for, or not readable (gone already, or a role that
+            // may insert but not select): the report still tells the id.
+            None => (StatusCode::CREATED, Json(report)).into_response(),
+        };
+        set_location(&mut response, &self.base, &self.coll, &id);
+        let honoured = preference != Return::Unspecified && stored.is_some();
+        set_preference_applied(&mut response, &self.headers, honoured);
+        response
+    }
+}
+
+impl Respond for PostAnswer {
+    fn shows(&self, report: &WriteReport) -> Option<Shown> {
+        let id = self.id(report)?;
+        let shown = Return::from_headers(&self.headers) != Return::Unspecified;
+        shown.then(|| Shown {
+            coll: self.coll.clone(),
+            id,
+            crs: self.crs.clone(),
+        })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        report: &'a WriteReport,
+        feature: Option<&'a StoredFeature>,
+    ) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            // The body was made in memory just now: reading it cannot fail.
+            let (answer, _) = answer_of(self.response(report, feature))
+                .await
+                .expect("a body in memory reads");
+            *self.made.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer.clone());
+            answer
+        })
+    }
 }
 
 /// `OPTIONS`: the methods this collection allows and the bodies POST takes.

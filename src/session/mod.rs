@@ -29,6 +29,7 @@ use crate::feature::ParsedBody;
 use crate::geometry::Crs;
 use crate::write::dberror::request_error;
 use crate::write::guard::TxGuard;
+use crate::write::idempotency::Answer;
 use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::{Call, Calls};
 use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
@@ -479,8 +480,8 @@ impl<'a> Session<'a> {
     ) {
         let everything = 0..self.operations.len();
         outcome.finish_transaction(everything.clone(), Some(Ok(Done::Control)), 0..batches);
-        let body = serde_json::to_vec(&outcome.clone().report(mode)).expect("a report serializes");
-        let stored = store_response_and_commit(self.client, keyed, 200, &body, None, None).await;
+        let answer = Answer::json(200, &outcome.clone().report(mode));
+        let stored = store_response_and_commit(self.client, keyed, &answer).await;
         self.client.set_open(false);
         if let Err(e) = stored {
             outcome.finish_transaction(everything, Some(Err(e)), 0..batches);

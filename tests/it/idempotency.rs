@@ -464,3 +464,144 @@ async fn migrating_a_database_of_migration_5_takes_the_functions_back() {
     assert_eq!(again.headers["idempotent-replayed"], "true", "{again:?}");
     assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
 }
+
+/// A response as it went over the wire: status, headers, body bytes.
+struct Wire {
+    status: u16,
+    headers: axum::http::HeaderMap,
+    body: Vec<u8>,
+}
+
+/// POST one Feature to `pts` with `headers`, read back byte for byte.
+async fn post_wire(app: &TestApp, headers: &[(&str, &str)], body: &str) -> Wire {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut request = axum::http::Request::post("/collections/pts/items");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(axum::body::Body::from(body.to_owned()))
+        .unwrap();
+    let response = app.router.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    Wire {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: body.collect().await.unwrap().to_bytes().to_vec(),
+    }
+}
+
+#[tokio::test]
+async fn a_replay_is_the_first_answer_byte_for_byte() {
+    let app = TestApp::new(SETUP).await;
+    let one = point(7.0, 50.0, json!({"n": 1})).to_string();
+    let cases = [
+        ("k-representation", Some("return=representation"), 201),
+        ("k-minimal", Some("return=minimal"), 201),
+        ("k-lenient", Some("handling=lenient"), 201),
+        ("k-none", None, 201),
+    ];
+    for (key, prefer, status) in cases {
+        let mut headers = vec![
+            ("content-type", "application/geo+json"),
+            (
+                "content-crs",
+                "<http://www.opengis.net/def/crs/EPSG/0/4326>",
+            ),
+            ("idempotency-key", key),
+        ];
+        headers.extend(prefer.map(|p| ("prefer", p)));
+        let first = post_wire(&app, &headers, &one).await;
+        assert_eq!(first.status, status, "{key}: {:?}", first.headers);
+        let again = post_wire(&app, &headers, &one).await;
+        assert_eq!(again.headers["idempotent-replayed"], "true", "{key}");
+        assert_eq!(again.status, first.status, "{key}");
+        assert_eq!(
+            String::from_utf8_lossy(&again.body),
+            String::from_utf8_lossy(&first.body),
+            "{key}"
+        );
+        for name in [
+            "content-type",
+            "etag",
+            "location",
+            "last-modified",
+            "content-crs",
+            "preference-applied",
+        ] {
+            assert_eq!(
+                again.headers.get(name),
+                first.headers.get(name),
+                "{key}: {name}"
+            );
+        }
+    }
+    // What each answer was: the feature, no body, the report.
+    let shown = post_wire(
+        &app,
+        &[
+            ("content-type", "application/geo+json"),
+            (
+                "content-crs",
+                "<http://www.opengis.net/def/crs/EPSG/0/4326>",
+            ),
+            ("idempotency-key", "k-representation"),
+            ("prefer", "return=representation"),
+        ],
+        &one,
+    )
+    .await;
+    assert_eq!(shown.headers["content-type"], "application/geo+json");
+    assert!(shown.headers.contains_key("etag"));
+    let feature: Value = serde_json::from_slice(&shown.body).unwrap();
+    assert_eq!(feature["type"], "Feature");
+    // In EPSG:4326's axis order, as sent.
+    let coordinates = feature["geometry"]["coordinates"].as_array().unwrap();
+    let coordinates: Vec<f64> = coordinates.iter().map(|c| c.as_f64().unwrap()).collect();
+    assert_eq!(coordinates, [7.0, 50.0]);
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM pts").await,
+        4,
+        "one row per key"
+    );
+}
+
+#[tokio::test]
+async fn a_key_reused_with_other_headers_is_refused() {
+    let app = TestApp::new(SETUP).await;
+    let one = point(7.0, 50.0, json!({"n": 1})).to_string();
+    let epsg = (
+        "content-crs",
+        "<http://www.opengis.net/def/crs/EPSG/0/4326>",
+    );
+    let base = [
+        ("content-type", "application/geo+json"),
+        ("idempotency-key", "k-crs"),
+    ];
+    let first = post_wire(&app, &[base[0], base[1], epsg], &one).await;
+    assert_eq!(first.status, 201);
+    // The same body read in another CRS, or answered otherwise, is another request.
+    for other in [
+        vec![base[0], base[1]],
+        vec![
+            base[0],
+            base[1],
+            (
+                "content-crs",
+                "<http://www.opengis.net/def/crs/OGC/1.3/CRS84>",
+            ),
+        ],
+        vec![("content-type", "application/json"), base[1], epsg],
+        vec![base[0], base[1], epsg, ("prefer", "return=representation")],
+    ] {
+        let r = post_wire(&app, &other, &one).await;
+        assert_eq!(r.status, 422, "{other:?}");
+        let problem: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(
+            problem["type"], "urn:featurepipe:problem:idempotency-key-reused",
+            "{other:?}"
+        );
+    }
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
+}
