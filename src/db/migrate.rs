@@ -38,6 +38,39 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     ),
 ];
 
+/// The idempotency functions the service runs as its own role.
+const BOOKKEEPING: [&str; 4] = [
+    "featurepipe.idempotency_expire(float8)",
+    "featurepipe.idempotency_claim(text, text)",
+    "featurepipe.idempotency_store(text, int4, bytea, text, jsonb)",
+    "featurepipe.idempotency_lookup(text, float8)",
+];
+
+/// Refuse to start when the service's login may not run the idempotency
+/// functions (a service logging in as another role than the one that ran
+/// the migrations): said at start-up, with the GRANT that fixes it, rather
+/// than as a 403 on the first keyed write.
+pub async fn check_bookkeeping_rights(client: &Client) -> Result<(), StartupError> {
+    let rows = client
+        .query(
+            "SELECT session_user::text, f FROM unnest($1::text[]) AS f \
+              WHERE NOT has_function_privilege(session_user, f, 'EXECUTE')",
+            &[&BOOKKEEPING.as_slice()],
+        )
+        .await
+        .map_err(query_error(
+            "checking the rights on the idempotency functions",
+        ))?;
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    let functions: Vec<&str> = rows.iter().map(|r| r.get(1)).collect();
+    Err(StartupError::Bookkeeping {
+        role: first.get(0),
+        functions: functions.join(", "),
+    })
+}
+
 /// Arbitrary constant: replicas starting together take turns on this lock.
 const LOCK_KEY: i64 = 0x6665_6174_7572_6570; // "featurep"
 

@@ -605,3 +605,56 @@ async fn a_key_reused_with_other_headers_is_refused() {
     }
     assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
 }
+
+#[tokio::test]
+async fn a_service_logging_in_as_another_role_is_told_the_grant_it_needs() {
+    let app = TestApp::new(SETUP).await;
+    let database = app.db.url.rsplit('/').next().unwrap();
+    // A login of its own that may do all else: migrations (none left), the table.
+    app.db
+        .client
+        .batch_execute(&format!(
+            "DO $$ BEGIN CREATE ROLE fp_test_server LOGIN; \
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             GRANT CREATE ON DATABASE {database} TO fp_test_server;
+             GRANT USAGE, CREATE ON SCHEMA featurepipe TO fp_test_server;
+             GRANT SELECT, INSERT ON featurepipe.schema_migrations TO fp_test_server;
+             GRANT ALL ON pts TO fp_test_server;
+             GRANT USAGE ON SEQUENCE pts_id_seq TO fp_test_server;"
+        ))
+        .await
+        .unwrap();
+    let url = app.db.url.replacen("://postgres@", "://fp_test_server@", 1);
+    let refused = featurepipe::AppState::start(&config(&url))
+        .await
+        .err()
+        .expect("start-up is refused")
+        .to_string();
+    assert!(
+        refused.contains(
+            "GRANT EXECUTE ON FUNCTION featurepipe.idempotency_expire(float8), \
+             featurepipe.idempotency_claim(text, text)"
+        ),
+        "{refused}"
+    );
+    app.db
+        .client
+        .batch_execute(
+            "GRANT EXECUTE ON FUNCTION featurepipe.idempotency_expire(float8),
+               featurepipe.idempotency_claim(text, text),
+               featurepipe.idempotency_store(text, int4, bytea, text, jsonb),
+               featurepipe.idempotency_lookup(text, float8) TO fp_test_server",
+        )
+        .await
+        .unwrap();
+    let checks = TestDb {
+        url: url.clone(),
+        client: connect(&app.db.url).await,
+    };
+    let server = TestApp::on(checks, config(&url)).await;
+    let one = body(1);
+    assert_eq!(post(&server, "as-server", &one).await.status, 201);
+    let again = post(&server, "as-server", &one).await;
+    assert_eq!(again.headers["idempotent-replayed"], "true", "{again:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
+}
