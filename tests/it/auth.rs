@@ -535,9 +535,11 @@ async fn the_api_key_command_makes_a_key_that_works() {
     assert!(!bad.status.success());
 }
 
+/// Roles are the cluster's: tests running at once may create the same one,
+/// and the loser of that race sees a unique violation, not duplicate_object.
 const RLS_SETUP: &str = "
-    DO $$ BEGIN CREATE ROLE fp_test_field_a NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-    DO $$ BEGIN CREATE ROLE fp_test_field_b NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+    DO $$ BEGIN CREATE ROLE fp_test_field_a NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+    DO $$ BEGIN CREATE ROLE fp_test_field_b NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
     CREATE TABLE notes (id serial PRIMARY KEY, owner text NOT NULL DEFAULT current_user,
                         name text, geom geometry(Point, 4326));
     ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
@@ -655,11 +657,18 @@ async fn set_role_runs_each_request_as_the_credentials_role_under_row_level_secu
 async fn set_role_keyed_writes_run_the_bookkeeping_as_the_service() {
     let mut settings = String::from("[auth]\nset_role = true\n");
     settings.push_str(&format!(
-        "[api_keys.a]\nsha256 = \"{}\"\nscope = \"read:notes write:notes\"\nrole = \"fp_test_field_a\"\n",
+        "[api_keys.a]\nsha256 = \"{}\"\nscope = \"read:* write:*\"\nrole = \"fp_test_field_a\"\n",
         sha256("fp_key_a")
     ));
     let path = settings_file("keyed-roles", &settings);
-    let app = TestApp::with_config(RLS_SETUP, |c| {
+    // A table the role may insert into but not read (but for the key RETURNING needs).
+    let setup = format!(
+        "{RLS_SETUP}
+         CREATE TABLE drop_box (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));
+         GRANT INSERT, SELECT (id) ON drop_box TO fp_test_field_a;
+         GRANT USAGE ON SEQUENCE drop_box_id_seq TO fp_test_field_a;"
+    );
+    let app = TestApp::with_config(&setup, |c| {
         c.auth = true;
         c.settings = Some(path);
     })
@@ -716,10 +725,40 @@ async fn set_role_keyed_writes_run_the_bookkeeping_as_the_service() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(owners, ["fp_test_field_a:patched", "fp_test_field_a:s"]);
+    // The feature cannot be shown to a role that may not read it: the
+    // answer is the 201 report (never an error after the write), and so is its replay.
+    let headers = [
+        keyed[0],
+        ("idempotency-key", "role-drop"),
+        ("content-type", "application/geo+json"),
+        ("prefer", "return=representation"),
+    ];
+    let one = point(1.0, 2.0, json!({"name": "dropped"})).to_string();
+    let first = app
+        .send(
+            "POST",
+            "/collections/drop_box/items",
+            &headers,
+            Some(one.clone()),
+        )
+        .await;
+    assert_eq!(first.status, 201, "{first:?}");
+    assert_eq!(first.body["ids"], json!([1]), "{first:?}");
+    assert!(first.headers["location"]
+        .to_str()
+        .unwrap()
+        .ends_with("/items/1"));
+    assert!(!first.headers.contains_key("preference-applied"));
+    let again = app
+        .send("POST", "/collections/drop_box/items", &headers, Some(one))
+        .await;
+    assert_eq!(again.headers["idempotent-replayed"], "true", "{again:?}");
+    assert_eq!(again.body, first.body);
+    assert_eq!(app.db.int("SELECT count(*) FROM drop_box").await, 1);
     assert_eq!(
         app.db
             .int("SELECT count(*) FROM featurepipe.idempotency WHERE status IS NOT NULL")
             .await,
-        3
+        4
     );
 }

@@ -357,7 +357,7 @@ async fn outsider(app: &TestApp) -> tokio_postgres::Client {
         .client
         .batch_execute(
             "DO $$ BEGIN CREATE ROLE fp_test_outsider LOGIN; \
-             EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
              GRANT USAGE ON SCHEMA featurepipe TO fp_test_outsider",
         )
         .await
@@ -615,7 +615,7 @@ async fn a_service_logging_in_as_another_role_is_told_the_grant_it_needs() {
         .client
         .batch_execute(&format!(
             "DO $$ BEGIN CREATE ROLE fp_test_server LOGIN; \
-             EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
              GRANT CREATE ON DATABASE {database} TO fp_test_server;
              GRANT USAGE, CREATE ON SCHEMA featurepipe TO fp_test_server;
              GRANT SELECT, INSERT ON featurepipe.schema_migrations TO fp_test_server;
