@@ -1,5 +1,6 @@
 //! The service's own schema, `featurepipe`, versioned by the files in `migrations/`.
 
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, IsolationLevel, Transaction};
 
 use super::StartupError;
@@ -51,11 +52,13 @@ const BOOKKEEPING: [&str; 4] = [
 /// the migrations): said at start-up, with the GRANT that fixes it, rather
 /// than as a 403 on the first keyed write.
 pub async fn check_bookkeeping_rights(client: &Client) -> Result<(), StartupError> {
+    // One unnamed statement: behind a transaction-mode pooler, a named one
+    // and its execution could reach different server connections.
     let rows = client
-        .query(
+        .query_typed(
             "SELECT session_user::text, f FROM unnest($1::text[]) AS f \
               WHERE NOT has_function_privilege(session_user, f, 'EXECUTE')",
-            &[&BOOKKEEPING.as_slice()],
+            &[(&BOOKKEEPING.as_slice(), Type::TEXT_ARRAY)],
         )
         .await
         .map_err(query_error(
