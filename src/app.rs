@@ -66,6 +66,7 @@ impl AppState {
         .with_retries(config.retries);
         let mut client = db.wait_until_ready(config.db.startup_timeout).await?;
         migrate::run(&mut client).await?;
+        migrate::check_bookkeeping_rights(&client).await?;
         let settings = match &config.settings {
             Some(path) => Settings::load(path).map_err(StartupError::Settings)?,
             None => Settings::default(),

@@ -15,7 +15,7 @@ use crate::app::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::session::Mode;
-use crate::write::idempotency::{lookup, request_hash, Idempotency, Stored};
+use crate::write::idempotency::{lookup, request_hash, Answer, Idempotency, Stored};
 use crate::write::item::KeyedItem;
 
 /// Memory for request bodies, shared by every request
@@ -298,7 +298,7 @@ pub async fn idempotency(
     // Keys are the caller's own: another caller's key, the same or not, is
     // another key, and its response is never theirs.
     let key = caller.own_key(&key);
-    let hash = request_hash(method, target, body);
+    let hash = request_hash(method, target, &hashed_headers(headers), body);
     if let Some(stored) = lookup(&state.db, &key, state.idempotency_ttl).await? {
         return replay(stored, &hash).map(KeyUse::Replay);
     }
@@ -314,7 +314,8 @@ pub async fn idempotency(
         key,
         hash,
         ttl: state.idempotency_ttl,
-        location_prefix: None,
+        respond: None,
+        role: caller.role.clone(),
     })))
 }
 
@@ -335,6 +336,26 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     }
 }
 
+/// The request headers that change what a write does or how it is
+/// answered: a retry must send them as the first request did.
+const HASHED_HEADERS: [&str; 3] = ["content-type", "content-crs", "prefer"];
+
+/// `name: value` of each of [`HASHED_HEADERS`] (values of repeated headers
+/// joined), as the request hash takes them.
+fn hashed_headers(headers: &HeaderMap) -> Vec<String> {
+    HASHED_HEADERS
+        .iter()
+        .map(|name| {
+            let values: Vec<&str> = headers
+                .get_all(*name)
+                .iter()
+                .map(|v| v.to_str().unwrap_or("(not text)"))
+                .collect();
+            format!("{name}: {}", values.join(", "))
+        })
+        .collect()
+}
+
 /// The stored response of an earlier request with the same key; a different
 /// request under the same key is a 422.
 fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
@@ -342,12 +363,21 @@ fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency-key-reused",
-            "this Idempotency-Key was used for a different request",
+            "this Idempotency-Key was used for a different request (method, target, \
+             Content-Type, Content-Crs, Prefer or body)",
         ));
     }
-    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
-    let has_body = !stored.body.is_empty();
-    let mut response = (status, stored.body).into_response();
+    let mut response = response_of(stored.answer);
+    let h = response.headers_mut();
+    h.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    Ok(response)
+}
+
+/// The response an answer stored under a key stands for.
+pub fn response_of(answer: Answer) -> Response {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let has_body = !answer.body.is_empty();
+    let mut response = (status, answer.body).into_response();
     let h = response.headers_mut();
     if has_body {
         // Reports are JSON; a stored Content-Type below says otherwise.
@@ -356,20 +386,17 @@ fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
             HeaderValue::from_static("application/json"),
         );
     }
-    h.insert("idempotent-replayed", HeaderValue::from_static("true"));
-    if let Some(location) = stored.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+    if let Some(location) = answer.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
         h.insert(header::LOCATION, location);
     }
-    if let Some(Value::Object(kept)) = stored.headers {
-        for (name, value) in kept {
-            let name = HeaderName::from_bytes(name.as_bytes());
-            let value = value.as_str().map(HeaderValue::from_str);
-            if let (Ok(name), Some(Ok(value))) = (name, value) {
-                h.insert(name, value);
-            }
+    for (name, value) in answer.headers {
+        let name = HeaderName::from_bytes(name.as_bytes());
+        let value = value.as_str().map(HeaderValue::from_str);
+        if let (Ok(name), Some(Ok(value))) = (name, value) {
+            h.insert(name, value);
         }
     }
-    Ok(response)
+    response
 }
 
 /// The headers of a response its replay carries too (besides `Location`).
@@ -381,27 +408,13 @@ const REPLAYED_HEADERS: [&str; 5] = [
     "preference-applied",
 ];
 
-/// Answer a keyed single-feature write: store `response` under its key and
-/// commit; an error answer rolls the write back (the key stays free). An
-/// unkeyed write has committed already.
-pub async fn answer_keyed(
-    keyed: Option<KeyedItem>,
-    response: Result<Response, ApiError>,
-) -> Result<Response, ApiError> {
-    let Some(keyed) = keyed else {
-        return response;
-    };
-    let (parts, body) = match response {
-        Ok(response) => response.into_parts(),
-        Err(e) => {
-            keyed.rollback().await;
-            return Err(e);
-        }
-    };
+/// `response` as an answer to store under a key, and its body (read whole).
+pub async fn answer_of(response: Response) -> Result<(Answer, Response), ApiError> {
+    let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .map_err(|e| ApiError::internal(format!("the response could not be read: {e}")))?;
-    let kept: serde_json::Map<String, Value> = REPLAYED_HEADERS
+    let headers: serde_json::Map<String, Value> = REPLAYED_HEADERS
         .iter()
         .filter_map(|name| {
             let value = parts.headers.get(*name)?.to_str().ok()?;
@@ -413,13 +426,33 @@ pub async fn answer_keyed(
         .get(header::LOCATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    keyed
-        .commit(
-            parts.status.as_u16(),
-            &bytes,
-            location,
-            &Value::Object(kept),
-        )
-        .await?;
-    Ok(Response::from_parts(parts, Body::from(bytes)))
+    let answer = Answer {
+        status: parts.status.as_u16(),
+        body: bytes.to_vec(),
+        location,
+        headers,
+    };
+    Ok((answer, Response::from_parts(parts, Body::from(bytes))))
+}
+
+/// Answer a keyed single-feature write: store `response` under its key and
+/// commit; an error answer rolls the write back (the key stays free). An
+/// unkeyed write has committed already.
+pub async fn answer_keyed(
+    keyed: Option<KeyedItem>,
+    response: Result<Response, ApiError>,
+) -> Result<Response, ApiError> {
+    let Some(keyed) = keyed else {
+        return response;
+    };
+    let response = match response {
+        Ok(response) => response,
+        Err(e) => {
+            keyed.rollback().await;
+            return Err(e);
+        }
+    };
+    let (answer, response) = answer_of(response).await?;
+    keyed.commit(&answer).await?;
+    Ok(response)
 }

@@ -1,6 +1,8 @@
 //! `/collections/{collectionId}/items`: read a page of features (GET), create
 //! one Feature or a FeatureCollection (POST), and OPTIONS.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -8,13 +10,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::body::{check_content_type, idempotency, read_body, KeyUse};
+use super::body::{answer_of, check_content_type, idempotency, read_body, response_of, KeyUse};
 use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
 use super::query_pairs;
 use super::representation::{
-    check_writable, created, item_path, items_allow, options_response, reading, set_content_crs,
-    set_location, set_preference_applied, Preferences, Return, FEATURE_TYPES, GEOJSON,
+    check_writable, created, items_allow, options_response, reading, set_content_crs, set_location,
+    set_preference_applied, Preferences, Return, FEATURE_TYPES, GEOJSON,
 };
 use super::transactions;
 use crate::app::AppState;
@@ -26,9 +28,10 @@ use crate::geometry::Crs;
 use crate::read::params::{percent_encode, ItemsQuery};
 use crate::read::{self, StoredFeature};
 use crate::session::{self, Mode};
-use crate::write::idempotency::Idempotency;
+use crate::write::idempotency::{Answer, Idempotency, Respond, Shown};
 use crate::write::report::WriteReport;
 use crate::write::write_features;
+use futures_util::future::BoxFuture;
 
 /// A page of features as a GeoJSON FeatureCollection with paging links.
 #[utoipa::path(
@@ -169,8 +172,16 @@ pub async fn create(
         let key = idempotency.as_ref();
         return transactions::answer(&state, &operations, &steps, mode, key).await;
     }
+    let answer = Arc::new(PostAnswer {
+        coll: coll.clone(),
+        base,
+        preferences,
+        crs,
+        single,
+        made: Mutex::new(None),
+    });
     let idempotency = idempotency.map(|idempotency| Idempotency {
-        location_prefix: single.then(|| format!("{}{}", base.0, item_path(&coll, ""))),
+        respond: Some(answer.clone()),
         ..idempotency
     });
     let report = write_features(
@@ -182,23 +193,93 @@ pub async fn create(
     )
     .await
     .map_err(|e| e.for_reader(may_read))?;
-    let Some(id) = report.ids.text(0).filter(|_| single) else {
-        let mut response = (StatusCode::CREATED, Json(&report)).into_response();
-        set_preference_applied(&mut response, &preferences, false);
-        return Ok(response);
+    // Keyed: the answer made before COMMIT, as it was stored.
+    if let Some(made) = answer
+        .made
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        return Ok(response_of(made));
+    }
+    let stored = match answer.shows(&report) {
+        Some(shown) => read_back(&state, &coll, &shown.id, &shown.crs).await,
+        None => None,
     };
-    let preference = preferences.return_;
-    let stored = match preference {
-        Return::Unspecified => None,
-        _ => read_back(&state, &coll, &id, &crs).await,
-    };
-    let mut response = match &stored {
-        Some(stored) => created(stored, preference, &base, &coll, &id, &crs),
-        None => (StatusCode::CREATED, Json(&report)).into_response(),
-    };
-    set_location(&mut response, &base, &coll, &id);
-    set_preference_applied(&mut response, &preferences, stored.is_some());
-    Ok(response)
+    Ok(answer.response(&report, stored.as_ref()))
+}
+
+/// How a POST of features is answered: with the bulk report, or (one
+/// Feature with `Prefer: return=…`) as OGC API - Features Part 4 says. Under
+/// an Idempotency-Key the answer is made in the write's transaction and
+/// stored with it, so that a replay is this answer ([`Respond`]).
+#[derive(Debug)]
+struct PostAnswer {
+    coll: Arc<Collection>,
+    base: BaseUrl,
+    /// The preferences, as far as the caller's rights allow.
+    preferences: Preferences,
+    /// The CRS of the body, and of the feature in the answer.
+    crs: Crs,
+    /// The body was one Feature.
+    single: bool,
+    /// The answer made for a keyed write, to send as stored.
+    made: Mutex<Option<Answer>>,
+}
+
+impl PostAnswer {
+    /// The created feature's id, when the body was one Feature.
+    fn id(&self, report: &WriteReport) -> Option<String> {
+        report.ids.text(0).filter(|_| self.single)
+    }
+
+    /// The response, showing the created feature as `stored` when the
+    /// preference asks for it and it could be read.
+    fn response(&self, report: &WriteReport, stored: Option<&StoredFeature>) -> Response {
+        let Some(id) = self.id(report) else {
+            let mut response = (StatusCode::CREATED, Json(report)).into_response();
+            set_preference_applied(&mut response, &self.preferences, false);
+            return response;
+        };
+        let preference = self.preferences.return_;
+        let mut response = match stored.filter(|_| preference != Return::Unspecified) {
+            Some(stored) => created(stored, preference, &self.base, &self.coll, &id, &self.crs),
+            // Not asked for, or not readable (gone already, or a role that
+            // may insert but not select): the report still tells the id.
+            None => (StatusCode::CREATED, Json(report)).into_response(),
+        };
+        set_location(&mut response, &self.base, &self.coll, &id);
+        let honoured = preference != Return::Unspecified && stored.is_some();
+        set_preference_applied(&mut response, &self.preferences, honoured);
+        response
+    }
+}
+
+impl Respond for PostAnswer {
+    fn shows(&self, report: &WriteReport) -> Option<Shown> {
+        let id = self.id(report)?;
+        let shown = self.preferences.return_ != Return::Unspecified;
+        shown.then(|| Shown {
+            coll: self.coll.clone(),
+            id,
+            crs: self.crs.clone(),
+        })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        report: &'a WriteReport,
+        feature: Option<&'a StoredFeature>,
+    ) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            // The body was made in memory just now: reading it cannot fail.
+            let (answer, _) = answer_of(self.response(report, feature))
+                .await
+                .expect("a body in memory reads");
+            *self.made.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer.clone());
+            answer
+        })
+    }
 }
 
 /// The feature just created and committed, if it can be read. A read that

@@ -12,6 +12,7 @@ use crate::app::AppState;
 
 /// The base URL links start with: `FEATUREPIPE_PUBLIC_URL`, else
 /// `http://<Host>`; without either, links are relative to the root.
+#[derive(Debug)]
 pub struct BaseUrl(pub String);
 
 impl FromRequestParts<AppState> for BaseUrl {

@@ -1,5 +1,6 @@
 //! The service's own schema, `featurepipe`, versioned by the files in `migrations/`.
 
+use tokio_postgres::types::Type;
 use tokio_postgres::{Client, IsolationLevel, Transaction};
 
 use super::StartupError;
@@ -31,7 +32,47 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "idempotency_functions",
         include_str!("../../migrations/0005_idempotency_functions.sql"),
     ),
+    (
+        6,
+        "idempotency_privileges",
+        include_str!("../../migrations/0006_idempotency_privileges.sql"),
+    ),
 ];
+
+/// The idempotency functions the service runs as its own role.
+const BOOKKEEPING: [&str; 4] = [
+    "featurepipe.idempotency_expire(float8)",
+    "featurepipe.idempotency_claim(text, text)",
+    "featurepipe.idempotency_store(text, int4, bytea, text, jsonb)",
+    "featurepipe.idempotency_lookup(text, float8)",
+];
+
+/// Refuse to start when the service's login may not run the idempotency
+/// functions (a service logging in as another role than the one that ran
+/// the migrations): said at start-up, with the GRANT that fixes it, rather
+/// than as a 403 on the first keyed write.
+pub async fn check_bookkeeping_rights(client: &Client) -> Result<(), StartupError> {
+    // One unnamed statement: behind a transaction-mode pooler, a named one
+    // and its execution could reach different server connections.
+    let rows = client
+        .query_typed(
+            "SELECT session_user::text, f FROM unnest($1::text[]) AS f \
+              WHERE NOT has_function_privilege(session_user, f, 'EXECUTE')",
+            &[(&BOOKKEEPING.as_slice(), Type::TEXT_ARRAY)],
+        )
+        .await
+        .map_err(query_error(
+            "checking the rights on the idempotency functions",
+        ))?;
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    let functions: Vec<&str> = rows.iter().map(|r| r.get(1)).collect();
+    Err(StartupError::Bookkeeping {
+        role: first.get(0),
+        functions: functions.join(", "),
+    })
+}
 
 /// Arbitrary constant: replicas starting together take turns on this lock.
 const LOCK_KEY: i64 = 0x6665_6174_7572_6570; // "featurep"

@@ -56,6 +56,18 @@ pub enum StartupError {
     /// Credentials are misconfigured.
     #[error("authentication: {0}")]
     Auth(String),
+    /// The service's login may not run its own idempotency functions.
+    #[error(
+        "the database role '{role}' may not run featurepipe's idempotency functions (migration \
+         6 keeps them to the role that ran the migrations): GRANT EXECUTE ON FUNCTION \
+         {functions} TO \"{role}\""
+    )]
+    Bookkeeping {
+        /// The service's login.
+        role: String,
+        /// The functions it may not run, comma-separated.
+        functions: String,
+    },
     /// A query at start-up failed.
     #[error("database error while {doing}: {source}")]
     Query {

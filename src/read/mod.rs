@@ -162,6 +162,25 @@ pub async fn item(
     }
 }
 
+/// The feature with key `id` in `crs` as the transaction open on `client`
+/// sees it: an unnamed statement, sent whole when first polled, so that it
+/// keeps its place in a pipelined flight.
+pub async fn item_in(
+    client: &tokio_postgres::Client,
+    coll: &Collection,
+    id: &str,
+    crs: &Crs,
+) -> Result<Option<StoredFeature>, tokio_postgres::Error> {
+    let Some(key) = sql::key_equals(coll, 1) else {
+        return Ok(None);
+    };
+    let sql = format!("{} WHERE {key}", sql::select_features(coll, crs));
+    let rows = client
+        .query_typed(&sql, &[(&id, tokio_postgres::types::Type::TEXT)])
+        .await?;
+    Ok(rows.into_iter().next().map(StoredFeature::from))
+}
+
 /// The collection's extent in CRS84 (min lon, min lat, max lon, max lat), if
 /// it has features; [`extent::ExtentCache`] keeps it.
 pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>, ApiError> {

@@ -29,11 +29,12 @@ use crate::feature::ParsedBody;
 use crate::geometry::Crs;
 use crate::write::dberror::request_error;
 use crate::write::guard::TxGuard;
+use crate::write::idempotency::Answer;
 use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::{Call, Calls};
 use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
 use crate::write::STATEMENT_CACHE_LIMIT;
-use crate::write::{claim_failed, prepare_keyed, store_response_and_commit, Keyed};
+use crate::write::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
 use report::{Outcome, SessionReport};
 
 /// What an operation does.
@@ -384,15 +385,11 @@ impl<'a> Session<'a> {
     /// Forget expired keys (`claim` false) or claim the request's key.
     async fn claim(&self, claim: bool) -> Result<Done, Error> {
         let keyed = self.keyed.expect("claims are sent for keyed sessions only");
-        let [expire, claim_key, _] = keyed.statements;
-        if claim {
-            claim_key
-                .execute(self.client, &[&keyed.idem.key, &keyed.idem.hash])
-                .await?;
-        } else {
-            expire
-                .execute(self.client, &[&keyed.idem.ttl.as_secs_f64()])
-                .await?;
+        // Both made, one polled: a future not polled sends nothing.
+        let [expire, claim_key] = claim_calls(keyed, self.client);
+        match claim {
+            true => claim_key.await?,
+            false => expire.await?,
         }
         Ok(Done::Control)
     }
@@ -490,8 +487,8 @@ impl<'a> Session<'a> {
     ) {
         let everything = 0..self.operations.len();
         outcome.finish_transaction(everything.clone(), Some(Ok(Done::Control)), 0..batches);
-        let body = serde_json::to_vec(&outcome.clone().report(mode)).expect("a report serializes");
-        let stored = store_response_and_commit(self.client, keyed, 200, &body, None, None).await;
+        let answer = Answer::json(200, &outcome.clone().report(mode));
+        let stored = store_response_and_commit(self.client, keyed, &answer).await;
         self.client.set_open(false);
         if let Err(e) = stored {
             outcome.finish_transaction(everything, Some(Err(e)), 0..batches);

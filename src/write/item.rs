@@ -12,7 +12,7 @@ use crate::db::statement::{prepare, Stmt};
 
 use super::dberror::{feature_error, refusal, request_error};
 use super::guard::TxGuard;
-use super::idempotency::Idempotency;
+use super::idempotency::{Answer, Idempotency};
 use super::pipeline::{Call, Calls};
 use super::sql::{change_item, insert_item, ItemChange};
 use super::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
@@ -80,20 +80,13 @@ impl KeyedItem {
         }
     }
 
-    /// Store the response under the key and COMMIT, in one round trip.
-    pub async fn commit(
-        self,
-        status: u16,
-        body: &[u8],
-        location: Option<String>,
-        headers: &serde_json::Value,
-    ) -> Result<(), ApiError> {
+    /// Store the answer under the key and COMMIT, in one round trip.
+    pub async fn commit(self, answer: &Answer) -> Result<(), ApiError> {
         let keyed = Keyed {
             idem: &self.idem,
             statements: &self.statements,
         };
-        let status = i32::from(status);
-        store_response_and_commit(&self.client, keyed, status, body, location, Some(headers))
+        store_response_and_commit(&self.client, keyed, answer)
             .await
             .map_err(|e| request_error("storing the response under the Idempotency-Key", &e))?;
         self.client.set_open(false);

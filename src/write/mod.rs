@@ -15,6 +15,8 @@ pub mod sql;
 
 use std::sync::Arc;
 
+use tokio_postgres::types::ToSql;
+
 use crate::catalog::Collection;
 use crate::db::statement::{prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
@@ -22,11 +24,12 @@ use crate::error::{ApiError, FieldError};
 use crate::write::report::BatchStatus;
 
 use crate::feature::{FeatureRow, ParsedBody};
+use crate::read::StoredFeature;
 use axum::http::StatusCode;
 use dberror::request_error;
 use dberror::{feature_error, refusal};
 use guard::TxGuard;
-use idempotency::Idempotency;
+use idempotency::{Answer, Idempotency, Shown};
 use insert::Insert;
 use pipeline::{Call, Calls};
 pub use plan::BatchLimits;
@@ -270,10 +273,43 @@ pub(crate) fn claim_calls<'a>(
 ) -> [Call<'a, Result<(), tokio_postgres::Error>>; 2] {
     let [expire, claim, _] = keyed.statements;
     let idem = keyed.idem;
+    let role = idem.role.as_deref();
     [
-        Box::pin(async move { expire.execute(client, &[&idem.ttl.as_secs_f64()]).await }),
-        Box::pin(async move { claim.execute(client, &[&idem.key, &idem.hash]).await }),
+        Box::pin(async move {
+            let ttl = idem.ttl.as_secs_f64();
+            as_service(client, role, expire.execute(client, &[&ttl])).await
+        }),
+        Box::pin(async move {
+            let params: [&(dyn ToSql + Sync); 2] = [&idem.key, &idem.hash];
+            as_service(client, role, claim.execute(client, &params)).await
+        }),
     ]
+}
+
+/// Run an idempotency `statement` as the service's own role when the
+/// request runs as its caller's `role` (`[auth] set_role`): the functions
+/// are the service's alone (migration 6), so that no caller's role can read,
+/// forge or expire other callers' keys. The switch there and back goes out
+/// in the same flight as the statement (all three are sent when first
+/// polled); `SET LOCAL`, so the transaction's end undoes it whatever happens.
+pub(crate) async fn as_service<T>(
+    client: &TxGuard,
+    role: Option<&str>,
+    statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, tokio_postgres::Error> {
+    let Some(role) = role else {
+        return statement.await;
+    };
+    // The name comes from a verified credential; quoting keeps it a name.
+    let back = format!("SET LOCAL ROLE {}", crate::catalog::quote_ident(role));
+    let (to_service, done, to_caller) = futures_util::join!(
+        client.batch_execute("SET LOCAL ROLE NONE"),
+        statement,
+        client.batch_execute(&back),
+    );
+    to_service?;
+    let done = done?;
+    to_caller.map(|()| done)
 }
 
 /// The key is taken: another request with it has just written (or is writing).
@@ -289,7 +325,9 @@ pub(crate) fn claim_failed(e: &tokio_postgres::Error) -> ApiError {
     }
 }
 
-/// Store the response under the key (if any) and COMMIT, both in one flight.
+/// Store the answer under the key (if any) and COMMIT, both in one flight.
+/// The answer is made here, in the transaction: what is stored is what the
+/// client is sent (see [`idempotency::Respond`]).
 async fn store_and_commit(
     client: &TxGuard,
     keyed: Option<Keyed<'_>>,
@@ -299,31 +337,72 @@ async fn store_and_commit(
         crate::telemetry::round_trip();
         return client.batch_execute("COMMIT").await;
     };
-    let body = serde_json::to_vec(report).expect("a report serializes");
-    let location = keyed.idem.location_prefix.as_ref().and_then(|prefix| {
-        report
-            .ids
-            .text(0)
-            .map(|id| format!("{prefix}{}", crate::read::params::percent_encode(&id)))
-    });
-    store_response_and_commit(client, keyed, 201, &body, location, None).await
+    let answer = match &keyed.idem.respond {
+        Some(respond) => {
+            let feature = match respond.shows(report) {
+                Some(shown) => read_back(client, &shown).await?,
+                None => None,
+            };
+            respond.answer(report, feature.as_ref()).await
+        }
+        None => Answer::json(201, report),
+    };
+    store_response_and_commit(client, keyed, &answer).await
 }
 
-/// Store a response under the key and COMMIT, both in one flight.
+/// The feature `shown` as the write's transaction sees it; `None` when it
+/// cannot be read (a role that may insert but not select): the answer then
+/// does without it, and the write stands. Under a savepoint, so that a
+/// refused read leaves the transaction usable.
+async fn read_back(
+    client: &TxGuard,
+    shown: &Shown,
+) -> Result<Option<StoredFeature>, tokio_postgres::Error> {
+    let calls: Vec<Call<'_, Result<Option<StoredFeature>, tokio_postgres::Error>>> = vec![
+        Box::pin(async {
+            client
+                .batch_execute("SAVEPOINT featurepipe_read")
+                .await
+                .map(|()| None)
+        }),
+        Box::pin(crate::read::item_in(
+            client,
+            &shown.coll,
+            &shown.id,
+            &shown.crs,
+        )),
+    ];
+    let mut calls = Calls::new(calls);
+    calls.send_all().await;
+    calls.next().await.expect("queued")?;
+    match calls.next().await.expect("queued") {
+        Ok(feature) => Ok(feature),
+        Err(e) if e.as_db_error().is_some() => {
+            tracing::debug!(error = %e, "the created feature could not be read back");
+            crate::telemetry::round_trip();
+            client
+                .batch_execute("ROLLBACK TO SAVEPOINT featurepipe_read")
+                .await
+                .map(|()| None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Store an answer under the key and COMMIT, both in one flight.
 pub(crate) async fn store_response_and_commit(
     client: &TxGuard,
     keyed: Keyed<'_>,
-    status: i32,
-    body: &[u8],
-    location: Option<String>,
-    headers: Option<&serde_json::Value>,
+    answer: &Answer,
 ) -> Result<(), tokio_postgres::Error> {
     let (idem, store) = (keyed.idem, &keyed.statements[2]);
+    let status = i32::from(answer.status);
+    let headers = serde_json::Value::Object(answer.headers.clone());
     let calls: Vec<Call<'_, Result<(), tokio_postgres::Error>>> = vec![
         Box::pin(async {
-            store
-                .execute(client, &[&idem.key, &status, &body, &location, &headers])
-                .await
+            let params: [&(dyn ToSql + Sync); 5] =
+                [&idem.key, &status, &answer.body, &answer.location, &headers];
+            as_service(client, idem.role.as_deref(), store.execute(client, &params)).await
         }),
         Box::pin(async { client.batch_execute("COMMIT").await }),
     ];

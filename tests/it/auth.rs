@@ -535,9 +535,11 @@ async fn the_api_key_command_makes_a_key_that_works() {
     assert!(!bad.status.success());
 }
 
+/// Roles are the cluster's: tests running at once may create the same one,
+/// and the loser of that race sees a unique violation, not duplicate_object.
 const RLS_SETUP: &str = "
-    DO $$ BEGIN CREATE ROLE fp_test_field_a NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-    DO $$ BEGIN CREATE ROLE fp_test_field_b NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+    DO $$ BEGIN CREATE ROLE fp_test_field_a NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+    DO $$ BEGIN CREATE ROLE fp_test_field_b NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
     CREATE TABLE notes (id serial PRIMARY KEY, owner text NOT NULL DEFAULT current_user,
                         name text, geom geometry(Point, 4326));
     ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
@@ -649,4 +651,114 @@ async fn set_role_runs_each_request_as_the_credentials_role_under_row_level_secu
         .map(|r| r.get(0))
         .collect();
     assert_eq!(owners, ["fp_test_field_a:mine", "fp_test_field_b:s"]);
+}
+
+#[tokio::test]
+async fn set_role_keyed_writes_run_the_bookkeeping_as_the_service() {
+    let mut settings = String::from("[auth]\nset_role = true\n");
+    settings.push_str(&format!(
+        "[api_keys.a]\nsha256 = \"{}\"\nscope = \"read:* write:*\"\nrole = \"fp_test_field_a\"\n",
+        sha256("fp_key_a")
+    ));
+    let path = settings_file("keyed-roles", &settings);
+    // A table the role may insert into but not read (but for the key RETURNING needs).
+    let setup = format!(
+        "{RLS_SETUP}
+         CREATE TABLE drop_box (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));
+         GRANT INSERT, SELECT (id) ON drop_box TO fp_test_field_a;
+         GRANT USAGE ON SEQUENCE drop_box_id_seq TO fp_test_field_a;"
+    );
+    let app = TestApp::with_config(&setup, |c| {
+        c.auth = true;
+        c.settings = Some(path);
+    })
+    .await;
+    app.db
+        .client
+        .batch_execute("GRANT USAGE ON SCHEMA featurepipe TO fp_test_field_a")
+        .await
+        .unwrap();
+    // The caller's role may not run the idempotency functions itself.
+    let may = "SELECT has_function_privilege('fp_test_field_a', \
+               'featurepipe.idempotency_claim(text, text)', 'EXECUTE')::text";
+    assert_eq!(app.db.text(may).await.as_deref(), Some("false"));
+    let keyed = [("x-api-key", "fp_key_a"), ("idempotency-key", "role-key")];
+    let first = post_as(&app, &keyed, "notes").await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let again = post_as(&app, &keyed, "notes").await;
+    assert_eq!(again.status, 201, "{again:?}");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.body, first.body);
+    // An edit session and a PATCH under keys, as the role, too.
+    let session = json!({"operations": [
+        {"op": "insert", "collection": "notes", "feature": point(0.0, 0.0, json!({"name": "s"}))},
+    ]});
+    let headers = [
+        keyed[0],
+        ("idempotency-key", "role-session"),
+        ("content-type", "application/json"),
+    ];
+    for _ in 0..2 {
+        let r = app
+            .send("POST", "/transactions", &headers, Some(session.to_string()))
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let item = format!("/collections/notes/items/{}", first.body["ids"][0]);
+    let headers = [
+        keyed[0],
+        ("idempotency-key", "role-patch"),
+        ("content-type", "application/merge-patch+json"),
+    ];
+    for _ in 0..2 {
+        let patch = json!({"properties": {"name": "patched"}}).to_string();
+        let r = app.send("PATCH", &item, &headers, Some(patch)).await;
+        assert_eq!(r.status, 204, "{r:?}");
+    }
+    let owners: Vec<String> = app
+        .db
+        .client
+        .query("SELECT owner || ':' || name FROM notes ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(owners, ["fp_test_field_a:patched", "fp_test_field_a:s"]);
+    // The feature cannot be shown to a role that may not read it: the
+    // answer is the 201 report (never an error after the write), and so is its replay.
+    let headers = [
+        keyed[0],
+        ("idempotency-key", "role-drop"),
+        ("content-type", "application/geo+json"),
+        ("prefer", "return=representation"),
+    ];
+    let one = point(1.0, 2.0, json!({"name": "dropped"})).to_string();
+    let first = app
+        .send(
+            "POST",
+            "/collections/drop_box/items",
+            &headers,
+            Some(one.clone()),
+        )
+        .await;
+    assert_eq!(first.status, 201, "{first:?}");
+    assert_eq!(first.body["ids"], json!([1]), "{first:?}");
+    assert!(first.headers["location"]
+        .to_str()
+        .unwrap()
+        .ends_with("/items/1"));
+    assert!(!first.headers.contains_key("preference-applied"));
+    let again = app
+        .send("POST", "/collections/drop_box/items", &headers, Some(one))
+        .await;
+    assert_eq!(again.headers["idempotent-replayed"], "true", "{again:?}");
+    assert_eq!(again.body, first.body);
+    assert_eq!(app.db.int("SELECT count(*) FROM drop_box").await, 1);
+    assert_eq!(
+        app.db
+            .int("SELECT count(*) FROM featurepipe.idempotency WHERE status IS NOT NULL")
+            .await,
+        4
+    );
 }

@@ -271,10 +271,11 @@ async fn with_authentication_on_the_key_is_sent() {
 #[tokio::test]
 async fn an_unreachable_service_is_retried_then_named() {
     let app = TestApp::new(KEYED).await;
-    // A port nobody listens on yet.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = free.local_addr().unwrap();
-    drop(free);
+    // A port nobody listens on yet, held (bound, not listening: connections
+    // are refused) so that no other test's socket can take it meanwhile.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
     let url = format!("http://{addr}");
     let file = collection_file("unreachable", 20, true);
     let args = to_pts(&file, &url, "1000");
@@ -286,7 +287,7 @@ async fn an_unreachable_service_is_retried_then_named() {
     // With retries (pauses of 0.5, 1, 2 … s), a service that comes up meanwhile gets the batch.
     let pushing = tokio::spawn(push(&args, &[], None));
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let listener = socket.listen(1024).unwrap();
     let _served = Served::on(&app, listener);
     pushing.await.unwrap().says(true, &["20 written"]);
     assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 20);
