@@ -176,24 +176,29 @@ impl Relay {
             },
             own.clone(),
         );
+        // Cutting stops the client's side only: the server's goes on being
+        // read (and its answers dropped) until it closes, so that it runs
+        // what it was sent rather than failing to answer.
+        let [client_reader, _] = &upstream;
+        let [_, client_writer] = &downstream;
+        track(&own, client_reader.clone());
+        track(&own, client_writer.clone());
         for handle in upstream.into_iter().chain(downstream) {
-            track(&own, handle.clone());
             track(&self.tasks, handle);
         }
     }
 }
 
 /// Copy `from` → `to`, calling `on_read` when a chunk is read and
-/// `on_delivered` as it is written; when that says so, every task of
-/// `connection` is stopped right after the chunk is written (the connection
-/// is cut).
+/// `on_delivered` as it is written; when that says so, the tasks in `cut`
+/// are stopped and `to` is closed right after the chunk is written.
 fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     delay: Duration,
     mut on_read: impl FnMut(&[u8]) + Send + 'static,
     mut on_delivered: impl FnMut(&[u8]) -> bool + Send + 'static,
-    connection: Tasks,
+    cut: Tasks,
 ) -> [AbortHandle; 2] {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let reader = tokio::spawn(async move {
@@ -203,28 +208,24 @@ fn pump(
                 break;
             }
             on_read(&buf[..n]);
-            if tx
-                .send((Instant::now() + delay, buf[..n].to_vec()))
-                .is_err()
-            {
-                break;
-            }
+            // Nobody to deliver to (the other side is gone or was cut): keep
+            // reading until this side closes too.
+            let _ = tx.send((Instant::now() + delay, buf[..n].to_vec()));
         }
     });
     let writer = tokio::spawn(async move {
         while let Some((due, chunk)) = rx.recv().await {
             tokio::time::sleep_until(due).await;
             // Record the delivery before the client can react to it.
-            let cut = on_delivered(&chunk);
+            let cutting = on_delivered(&chunk);
             if to.write_all(&chunk).await.is_err() {
                 return;
             }
-            if cut {
-                let _ = to.flush().await;
-                for task in connection.lock().expect("no panics while locked").drain(..) {
+            if cutting {
+                for task in cut.lock().expect("no panics while locked").drain(..) {
                     task.abort();
                 }
-                return;
+                break;
             }
         }
         let _ = to.shutdown().await;

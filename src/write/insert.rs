@@ -51,6 +51,10 @@ impl Insert<'_> {
             calls.send_all().await;
         }
         if let Some(Err(e)) = calls.next().await {
+            if commit_queued && e.as_db_error().is_none() {
+                // Lost with the whole flight, COMMIT included, sent.
+                return Err(super::outcome_unknown(&tally));
+            }
             return Err(request_error("starting the transaction", &e));
         }
         if self.job.idempotency.is_some() {
