@@ -9,8 +9,8 @@
 //! been checked against the rows sent.
 
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
-use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Error, Statement};
 
 use super::dberror::request_error;
@@ -18,8 +18,8 @@ use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
 use super::{refused, write_failed, Job};
-use crate::db::statement::{cache_room, prepare_named};
 use crate::catalog::{quote_ident, Collection, ColumnType, ScalarType};
+use crate::db::statement::{cache_room, prepare_named};
 use crate::error::ApiError;
 use crate::feature::value::SqlValue;
 
@@ -65,7 +65,11 @@ pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<Copy
         ColumnType::Array(t) => !matches!(t, ScalarType::Numeric | ScalarType::Text { .. }),
         ColumnType::Unsupported => false,
     };
-    if coll.before_insert_trigger || coll.row_security || !key_type_ok || !shape.iter().all(copyable) {
+    if coll.before_insert_trigger
+        || coll.row_security
+        || !key_type_ok
+        || !shape.iter().all(copyable)
+    {
         return None;
     }
     let mut columns = shape.clone();
@@ -147,8 +151,9 @@ impl From<ApiError> for CopyFailed {
 /// supported with row-level security" (0A000), and no right to `nextval`
 /// (42501), which an INSERT drawing an identity does not need.
 fn copy_refused(e: &Error) -> bool {
-    e.code()
-        .is_some_and(|c| *c == SqlState::FEATURE_NOT_SUPPORTED || *c == SqlState::INSUFFICIENT_PRIVILEGE)
+    e.code().is_some_and(|c| {
+        *c == SqlState::FEATURE_NOT_SUPPORTED || *c == SqlState::INSUFFICIENT_PRIVILEGE
+    })
 }
 
 impl Copy<'_> {
@@ -166,9 +171,11 @@ impl Copy<'_> {
         let copy_sql = self.copy_sql();
         let room = cache_room(self.job.client);
         let naming = |n| self.job.naming.within(room, n);
-        let mut prepares: Vec<Call<'_, Result<Statement, Error>>> = vec![Box::pin(
-            prepare_named(self.job.client, &copy_sql, naming(0)),
-        )];
+        let mut prepares: Vec<Call<'_, Result<Statement, Error>>> = vec![Box::pin(prepare_named(
+            self.job.client,
+            &copy_sql,
+            naming(0),
+        ))];
         if let Some(sql) = &keys_sql {
             prepares.push(Box::pin(prepare_named(self.job.client, sql, naming(1))));
         }

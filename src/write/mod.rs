@@ -23,9 +23,9 @@ use crate::write::report::BatchStatus;
 
 use crate::feature::{FeatureRow, ParsedBody};
 use axum::http::StatusCode;
+use copy::CopyFailed;
 use dberror::request_error;
 use dberror::{feature_error, refusal};
-use copy::CopyFailed;
 use guard::TxGuard;
 use idempotency::Idempotency;
 use insert::Insert;
@@ -194,8 +194,8 @@ impl Request<'_> {
         // pipelined mode; and it needs a named statement.
         let copy_allowed = options.pipeline && db.naming() != Naming::Unnamed;
         let mut skipping_trigger = false;
-        if let Some(copy) = copy::copy_plan(self.coll, self.plan, self.srid)
-            .filter(|_| wants_copy && copy_allowed)
+        if let Some(copy) =
+            copy::copy_plan(self.coll, self.plan, self.srid).filter(|_| wants_copy && copy_allowed)
         {
             let client = TxGuard::new(db.connection().await?);
             let keyed = self.prepare_keyed(&client, db).await?;

@@ -245,7 +245,11 @@ async fn assert_feature_7_refused(app: &TestApp, n: usize) {
         r.batch_statuses().iter().all(|s| *s != "committed"),
         "{n} features: {r:?}"
     );
-    assert_eq!(app.db.int("SELECT count(*) FROM parts").await, 0, "{n} features");
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM parts").await,
+        0,
+        "{n} features"
+    );
 }
 
 #[tokio::test]
@@ -280,7 +284,11 @@ async fn a_copy_that_loses_rows_to_a_trigger_created_after_start_up_commits_noth
     let app = copy_app(PARTITIONED).await;
     // The catalog was read without the trigger: COPY is chosen, and its row
     // count tells that a row went missing before COMMIT is sent.
-    app.db.client.batch_execute(PARTITION_TRIGGER).await.unwrap();
+    app.db
+        .client
+        .batch_execute(PARTITION_TRIGGER)
+        .await
+        .unwrap();
     assert_feature_7_refused(&app, 500).await;
 }
 
@@ -383,7 +391,10 @@ async fn copy_statements_stay_within_the_per_connection_cache() {
         assert_eq!(r.status, 201, "set {set}: {r:?}");
         assert_eq!(r.body["strategy"], "copy", "set {set}");
     }
-    assert_eq!(app.db.int("SELECT count(*) FROM wide").await, 3 * sets as i64);
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM wide").await,
+        3 * sets as i64
+    );
     // The pool's one connection: what the server holds for it.
     let client = app.state.db.connection().await.unwrap();
     // Unnamed: this query is not itself a prepared statement.
