@@ -331,12 +331,9 @@ impl Copy<'_> {
             super::store_and_commit(self.job.client, self.job.idempotency, &report).await;
         match committed {
             Ok(()) => {
+                // The report as stored under the Idempotency-Key, if any.
                 self.job.client.set_open(false);
-                tally.add_to_last();
-                Ok(WriteReport {
-                    batches: tally.reports(true),
-                    ..report
-                })
+                Ok(report)
             }
             Err(error) => {
                 if error.as_db_error().is_some() {

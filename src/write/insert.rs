@@ -110,8 +110,14 @@ impl Insert<'_> {
                 .failure
                 .as_ref()
                 .is_some_and(|f| f.error.as_ref().is_some_and(|e| e.as_db_error().is_none()));
+        // A trigger created since start-up (the catalog did not know it) skipped
+        // a row, and the queued COMMIT has kept the others: say so.
+        let skipped_and_committed = commit_queued
+            && commit.is_ok()
+            && tally.failure.as_ref().is_some_and(|f| f.error.is_none());
         match commit {
             _ if lost_before_commit_answer => Err(super::outcome_unknown(&tally)),
+            _ if skipped_and_committed => Err(super::skipped_after_commit(&tally)),
             _ if tally.failure.is_some() => {
                 Err(write_failed(self.job.coll, self.job.single, &tally))
             }

@@ -404,6 +404,19 @@ fn commit_failed(coll: &Collection, error: &tokio_postgres::Error, tally: &Tally
     }
 }
 
+/// The error for a pipelined write whose COMMIT kept every row but one a
+/// BEFORE INSERT trigger unknown to the catalog skipped: the service's
+/// fault (its catalog is older than the trigger), reported as it happened.
+fn skipped_after_commit(tally: &Tally<'_>) -> ApiError {
+    let feature = tally.failure.as_ref().map_or(0, |f| f.feature);
+    ApiError::internal(format!(
+        "a BEFORE INSERT trigger created since featurepipe started skipped feature \
+         {feature} (the first it skipped); the other features were committed. Restart featurepipe so that it \
+         knows the trigger"
+    ))
+    .with_batches(tally.reports(true))
+}
+
 /// The error for a write whose connection was lost after COMMIT was sent
 /// and before its answer: every batch's fate is unknown.
 fn outcome_unknown(tally: &Tally<'_>) -> ApiError {

@@ -292,6 +292,24 @@ async fn a_copy_that_loses_rows_to_a_trigger_created_after_start_up_commits_noth
     assert_feature_7_refused(&app, 500).await;
 }
 
+#[tokio::test]
+async fn pipelined_inserts_that_lose_a_row_to_a_trigger_created_after_start_up_say_so() {
+    let app = TestApp::with_config(PARTITIONED, |c| c.write_strategy = Strategy::Insert).await;
+    app.db
+        .client
+        .batch_execute(PARTITION_TRIGGER)
+        .await
+        .unwrap();
+    // COMMIT went out with the rows, before the answers: the answer says
+    // what the database holds rather than "nothing was written".
+    let r = app.post("parts", &numbered(20)).await;
+    assert_eq!(r.status, 500, "{r:?}");
+    let detail = r.body["detail"].as_str().unwrap();
+    assert!(detail.contains("skipped feature 7"), "{detail}");
+    assert!(detail.contains("other features were committed"), "{detail}");
+    assert_eq!(app.db.int("SELECT count(*) FROM parts").await, 19);
+}
+
 /// Under `[auth] set_role`, a role the table's rights allow to INSERT.
 async fn role_app(setup: &str, role: &str) -> TestApp {
     let key = format!("{role}_key");
