@@ -50,8 +50,11 @@ impl Insert<'_> {
         if self.pipeline {
             calls.send_all().await;
         }
+        // A COMMIT refused by a connection closed before the flight never
+        // reached the server: nothing was written.
+        let commit_sent = commit_queued && !calls.last_refused_at_send();
         if let Some(Err(e)) = calls.next().await {
-            if commit_queued && e.as_db_error().is_none() {
+            if commit_sent && e.as_db_error().is_none() {
                 // Lost with the whole flight, COMMIT included, sent.
                 return Err(super::outcome_unknown(&tally));
             }
@@ -105,7 +108,7 @@ impl Insert<'_> {
         }
         // The connection was lost after the queued COMMIT was sent and before
         // any statement failed: the server may have committed.
-        let lost_before_commit_answer = commit_queued
+        let lost_before_commit_answer = commit_sent
             && tally
                 .failure
                 .as_ref()
