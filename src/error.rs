@@ -137,20 +137,6 @@ impl ApiError {
         .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
     }
 
-    /// 502 for a write whose connection to the database was lost after COMMIT
-    /// was sent and before its answer: it may or may not have been written.
-    /// No `Retry-After`: a blind retry could write everything twice.
-    pub fn outcome_unknown() -> Self {
-        Self::new(
-            StatusCode::BAD_GATEWAY,
-            "outcome-unknown",
-            "the connection to the database was lost after COMMIT was sent: whether \
-             the features were written is unknown. Check before sending them again, \
-             or retry with the same Idempotency-Key (a request sent with one is \
-             answered from its first outcome); a retry without one may write them twice",
-        )
-    }
-
     /// Add a response header (`Allow`, `Retry-After`, …).
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
         self.0.headers.push((name, value));
@@ -188,6 +174,20 @@ impl ApiError {
     /// 500 for a fault of the service or the database that the client cannot fix.
     pub fn internal(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail)
+    }
+
+    /// 502 for a write whose connection to the database was lost after COMMIT
+    /// was sent and before its answer: it may or may not have been written.
+    /// No `Retry-After`: a blind retry could write everything twice.
+    pub fn outcome_unknown() -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "outcome-unknown",
+            "the connection to the database was lost after COMMIT was sent: whether \
+             the features were written is unknown. Check before sending them again, \
+             or retry with the same Idempotency-Key (a request sent with one is \
+             answered from its first outcome); a retry without one may write them twice",
+        )
     }
 
     /// Attach feature-level problems; only the first [`MAX_LISTED_ERRORS`] are kept.

@@ -14,7 +14,7 @@ const SETUP: &str = "
 ";
 
 /// SHA-256 hex of a key, as `featurepipe api-key` writes it.
-pub(crate) fn sha256(key: &str) -> String {
+pub fn sha256(key: &str) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(key.as_bytes())
         .iter()
