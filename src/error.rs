@@ -193,6 +193,20 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail)
     }
 
+    /// 502 for a write whose connection to the database was lost after COMMIT
+    /// was sent and before its answer: it may or may not have been written.
+    /// No `Retry-After`: a blind retry could write everything twice.
+    pub fn outcome_unknown() -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "outcome-unknown",
+            "the connection to the database was lost after COMMIT was sent: whether \
+             the features were written is unknown. Check before sending them again, \
+             or retry with the same Idempotency-Key (a request sent with one is \
+             answered from its first outcome); a retry without one may write them twice",
+        )
+    }
+
     /// Attach feature-level problems; only the first [`MAX_LISTED_ERRORS`] are kept.
     pub fn with_errors(self, errors: Vec<FieldError>) -> Self {
         let total = errors.len();

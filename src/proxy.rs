@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,7 +48,11 @@ pub struct Proxy {
     addr: SocketAddr,
     stats: Arc<ProxyStats>,
     tasks: Tasks,
+    cut_after_commit: Arc<AtomicBool>,
 }
+
+/// A simple-protocol `COMMIT` as tokio-postgres sends it: Query, length 11.
+const COMMIT_QUERY: &[u8] = b"Q\0\0\0\x0bCOMMIT\0";
 
 impl Proxy {
     /// Listen on a free loopback port and forward to `upstream`, delaying each direction by `one_way`.
@@ -57,17 +61,36 @@ impl Proxy {
         let addr = listener.local_addr()?;
         let stats = Arc::new(ProxyStats::default());
         let tasks = Tasks::default();
-        let (accept_stats, accept_tasks) = (stats.clone(), tasks.clone());
+        let cut_after_commit = Arc::new(AtomicBool::new(false));
+        let (accept_stats, accept_tasks, accept_cut) =
+            (stats.clone(), tasks.clone(), cut_after_commit.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 if let Ok(server) = TcpStream::connect(upstream).await {
                     accept_stats.connections.fetch_add(1, Ordering::Relaxed);
-                    relay(client, server, one_way, accept_stats.clone(), &accept_tasks);
+                    let relay_io = Relay {
+                        one_way,
+                        stats: accept_stats.clone(),
+                        tasks: accept_tasks.clone(),
+                        cut_after_commit: accept_cut.clone(),
+                    };
+                    relay_io.start(client, server);
                 }
             }
         });
         track(&tasks, accept.abort_handle());
-        Ok(Proxy { addr, stats, tasks })
+        Ok(Proxy {
+            addr,
+            stats,
+            tasks,
+            cut_after_commit,
+        })
+    }
+
+    /// Cut the next connection that sends `COMMIT` right after forwarding
+    /// it: the server gets the COMMIT, the client never gets its answer.
+    pub fn cut_after_next_commit(&self) {
+        self.cut_after_commit.store(true, Ordering::SeqCst);
     }
 
     /// Where clients connect.
@@ -101,55 +124,82 @@ impl Drop for Proxy {
     }
 }
 
-fn relay(
-    client: TcpStream,
-    server: TcpStream,
+/// What every relayed connection shares with its proxy.
+struct Relay {
     one_way: Duration,
     stats: Arc<ProxyStats>,
-    tasks: &Tasks,
-) {
-    let _ = client.set_nodelay(true);
-    let _ = server.set_nodelay(true);
-    let state = Arc::new(Mutex::new(Conversation::default()));
-    let (client_read, client_write) = client.into_split();
-    let (server_read, server_write) = server.into_split();
-    let s = state.clone();
-    pump(
-        tasks,
-        client_read,
-        server_write,
-        one_way,
-        move |data| {
-            s.lock()
-                .expect("no panics while locked")
-                .client_sent(data, &stats)
-        },
-        |_| {},
-    );
-    pump(
-        tasks,
-        server_read,
-        client_write,
-        one_way,
-        |_| {},
-        move |data| {
-            state
-                .lock()
-                .expect("no panics while locked")
-                .client_received(data)
-        },
-    );
+    tasks: Tasks,
+    cut_after_commit: Arc<AtomicBool>,
 }
 
-/// Copy `from` → `to`, calling `on_read` when a chunk is read and `on_delivered` as it is written.
+impl Relay {
+    fn start(self, client: TcpStream, server: TcpStream) {
+        let _ = client.set_nodelay(true);
+        let _ = server.set_nodelay(true);
+        let state = Arc::new(Mutex::new(Conversation::default()));
+        let (client_read, client_write) = client.into_split();
+        let (server_read, server_write) = server.into_split();
+        // This connection's own tasks, to cut it alone.
+        let own = Tasks::default();
+        let (s, stats, cut) = (state.clone(), self.stats, self.cut_after_commit);
+        let (cut_own, mut seen) = (own.clone(), Vec::new());
+        let upstream = pump(
+            client_read,
+            server_write,
+            self.one_way,
+            move |data| {
+                s.lock()
+                    .expect("no panics while locked")
+                    .client_sent(data, &stats)
+            },
+            move |data| {
+                // The message may straddle chunks: keep the last few bytes.
+                seen.extend_from_slice(data);
+                let has_commit = seen.windows(COMMIT_QUERY.len()).any(|w| w == COMMIT_QUERY);
+                let keep = seen.len().saturating_sub(COMMIT_QUERY.len() - 1);
+                seen.drain(..keep);
+                has_commit && cut.swap(false, Ordering::SeqCst)
+            },
+            cut_own,
+        );
+        let downstream = pump(
+            server_read,
+            client_write,
+            self.one_way,
+            |_| {},
+            move |data| {
+                state
+                    .lock()
+                    .expect("no panics while locked")
+                    .client_received(data);
+                false
+            },
+            own.clone(),
+        );
+        // Cutting stops the client's side only: the server's goes on being
+        // read (and its answers dropped) until it closes, so that it runs
+        // what it was sent rather than failing to answer.
+        let [client_reader, _] = &upstream;
+        let [_, client_writer] = &downstream;
+        track(&own, client_reader.clone());
+        track(&own, client_writer.clone());
+        for handle in upstream.into_iter().chain(downstream) {
+            track(&self.tasks, handle);
+        }
+    }
+}
+
+/// Copy `from` → `to`, calling `on_read` when a chunk is read and
+/// `on_delivered` as it is written; when that says so, the tasks in `cut`
+/// are stopped and `to` is closed right after the chunk is written.
 fn pump(
-    tasks: &Tasks,
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     delay: Duration,
     mut on_read: impl FnMut(&[u8]) + Send + 'static,
-    mut on_delivered: impl FnMut(&[u8]) + Send + 'static,
-) {
+    mut on_delivered: impl FnMut(&[u8]) -> bool + Send + 'static,
+    cut: Tasks,
+) -> [AbortHandle; 2] {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let reader = tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
@@ -158,27 +208,29 @@ fn pump(
                 break;
             }
             on_read(&buf[..n]);
-            if tx
-                .send((Instant::now() + delay, buf[..n].to_vec()))
-                .is_err()
-            {
-                break;
-            }
+            // Nobody to deliver to (the other side is gone or was cut): keep
+            // reading until this side closes too.
+            let _ = tx.send((Instant::now() + delay, buf[..n].to_vec()));
         }
     });
     let writer = tokio::spawn(async move {
         while let Some((due, chunk)) = rx.recv().await {
             tokio::time::sleep_until(due).await;
             // Record the delivery before the client can react to it.
-            on_delivered(&chunk);
+            let cutting = on_delivered(&chunk);
             if to.write_all(&chunk).await.is_err() {
                 return;
+            }
+            if cutting {
+                for task in cut.lock().expect("no panics while locked").drain(..) {
+                    task.abort();
+                }
+                break;
             }
         }
         let _ = to.shutdown().await;
     });
-    track(tasks, reader.abort_handle());
-    track(tasks, writer.abort_handle());
+    [reader.abort_handle(), writer.abort_handle()]
 }
 
 /// What the client has asked and been answered on one connection.

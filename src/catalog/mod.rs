@@ -181,6 +181,9 @@ pub struct Collection {
     pub primary_key: Option<usize>,
     /// A `BEFORE INSERT … FOR EACH ROW` trigger may change any value, the key included.
     pub before_insert_trigger: bool,
+    /// Row-level security is enabled on the table: COPY FROM refuses it for
+    /// every role the policies apply to.
+    pub row_security: bool,
     /// The `timestamptz` column that says when a feature last changed, if any.
     pub last_modified: Option<usize>,
     /// The CRSs features can be read and written in; CRS84 first.
@@ -206,6 +209,7 @@ impl Collection {
             geometry,
             primary_key: Some(0),
             before_insert_trigger: false,
+            row_security: false,
             last_modified: None,
             crs: vec![Crs::crs84()],
             title: None,
@@ -336,6 +340,7 @@ impl Catalog {
                 generated: row.get("generated"),
                 is_pk: row.get("is_pk"),
                 before_insert_trigger: row.get("before_insert_trigger"),
+                row_security: row.get("row_security"),
                 table_comment: row.get("table_comment"),
             };
             tables
@@ -492,6 +497,7 @@ struct RawColumn {
     generated: String,
     is_pk: bool,
     before_insert_trigger: bool,
+    row_security: bool,
     table_comment: Option<String>,
 }
 
@@ -569,6 +575,7 @@ fn build_collection(
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),
         before_insert_trigger: raw[0].before_insert_trigger,
+        row_security: raw[0].row_security,
         schema,
         table,
         columns,

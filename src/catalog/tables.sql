@@ -18,12 +18,17 @@ SELECT n.nspname::text AS schema_name,
        a.attidentity::text AS identity,
        a.attgenerated::text AS generated,
        COALESCE(pk.is_pk, false) AS is_pk,
+       -- On the table or on any of its partitions (at any depth): a partition's
+       -- trigger fires for rows routed through the parent.
        EXISTS (SELECT 1 FROM pg_trigger tg
-                WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal AND tg.tgenabled <> 'D'
+                WHERE (tg.tgrelid = c.oid
+                       OR tg.tgrelid IN (SELECT relid FROM pg_partition_tree(c.oid)))
+                  AND NOT tg.tgisinternal AND tg.tgenabled <> 'D'
                   AND (tg.tgtype & 1) <> 0   -- ROW
                   AND (tg.tgtype & 2) <> 0   -- BEFORE
                   AND (tg.tgtype & 4) <> 0)  -- INSERT
          AS before_insert_trigger,
+       c.relrowsecurity AS row_security,
        obj_description(c.oid, 'pg_class') AS table_comment
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace

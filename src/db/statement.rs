@@ -43,13 +43,18 @@ impl Naming {
     }
 }
 
+/// How many more statements the connection's cache may keep
+/// ([`crate::write::STATEMENT_CACHE_LIMIT`] in all).
+pub fn cache_room(client: &ClientWrapper) -> usize {
+    crate::write::STATEMENT_CACHE_LIMIT.saturating_sub(client.statement_cache.size())
+}
+
 /// Get `sql` ready on `client`: a round trip unless it is cached or unnamed.
 pub async fn prepare(client: &ClientWrapper, sql: &str, naming: Naming) -> Result<Stmt, Error> {
     let before = client.statement_cache.size();
     // The per-connection cache stays bounded here too (reads and single
     // features whose filters or property sets vary).
-    let room = crate::write::STATEMENT_CACHE_LIMIT.saturating_sub(before);
-    let naming = naming.within(room, 0);
+    let naming = naming.within(cache_room(client), 0);
     let statement = prepare_in_flight(client, sql, naming).await?;
     count_preparing(client, before, naming);
     Ok(statement)
@@ -62,8 +67,7 @@ pub async fn prepare_both(
     naming: Naming,
 ) -> Result<(Stmt, Stmt), Error> {
     let before = client.statement_cache.size();
-    let room = crate::write::STATEMENT_CACHE_LIMIT.saturating_sub(before);
-    let naming = naming.within(room, 1);
+    let naming = naming.within(cache_room(client), 1);
     let both = tokio::try_join!(
         prepare_in_flight(client, first, naming),
         prepare_in_flight(client, second, naming)
@@ -86,9 +90,21 @@ pub async fn prepare_in_flight(
     naming: Naming,
 ) -> Result<Stmt, Error> {
     match naming {
-        Naming::Cached => Ok(Stmt::Named(client.prepare_cached(sql).await?)),
-        Naming::Once => Ok(Stmt::Named(client.prepare(sql).await?)),
         Naming::Unnamed => Ok(Stmt::Unnamed(sql.into(), param_types(sql).into())),
+        named => prepare_named(client, sql, named).await.map(Stmt::Named),
+    }
+}
+
+/// A statement prepared on the connection, as COPY needs one: cached, or
+/// (`Once`, and `Unnamed`, which COPY is never run with) for this use only.
+pub async fn prepare_named(
+    client: &ClientWrapper,
+    sql: &str,
+    naming: Naming,
+) -> Result<Statement, Error> {
+    match naming {
+        Naming::Cached => client.prepare_cached(sql).await,
+        Naming::Once | Naming::Unnamed => client.prepare(sql).await,
     }
 }
 

@@ -3,11 +3,13 @@
 //! Keys come from the features themselves or from ONE defaults query
 //! (`SELECT <key default> FROM generate_series(1, n)`, volatile defaults
 //! once per row); the other columns left out take their defaults from COPY
-//! itself. Warm, a request costs two round trips: BEGIN, the defaults query
-//! and the start of the COPY in one flight; the rows, the end of the COPY and
-//! COMMIT in the second.
+//! itself. Warm, a request costs three round trips: BEGIN, the defaults
+//! query and the start of the COPY in one flight; the rows and the end of the
+//! COPY in the second; COMMIT in the third, once the COPY's row count has
+//! been checked against the rows sent.
 
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Error, Statement};
 
@@ -17,6 +19,7 @@ use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
 use super::{refused, write_failed, Job};
 use crate::catalog::{quote_ident, Collection, ColumnType, ScalarType};
+use crate::db::statement::{cache_room, prepare_named};
 use crate::error::ApiError;
 use crate::feature::value::SqlValue;
 
@@ -33,7 +36,9 @@ pub struct CopyPlan {
 /// Whether this request can be written by COPY, and how.
 ///
 /// Needs: one column set for all features (COPY has one column list); no
-/// `BEFORE INSERT` trigger (it could change the key); no SRID transform and no
+/// `BEFORE INSERT` trigger on the table or its partitions (it could change
+/// the key, or skip the row); no row-level security (COPY FROM refuses it
+/// for the roles its policies apply to); no SRID transform and no
 /// `numeric` (those need SQL around the value); a key the features give or a
 /// default can produce, of a type we can report.
 pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<CopyPlan> {
@@ -60,7 +65,11 @@ pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<Copy
         ColumnType::Array(t) => !matches!(t, ScalarType::Numeric | ScalarType::Text { .. }),
         ColumnType::Unsupported => false,
     };
-    if coll.before_insert_trigger || !key_type_ok || !shape.iter().all(copyable) {
+    if coll.before_insert_trigger
+        || coll.row_security
+        || !key_type_ok
+        || !shape.iter().all(copyable)
+    {
         return None;
     }
     let mut columns = shape.clone();
@@ -119,24 +128,56 @@ enum Opened {
     Sink(tokio_postgres::CopyInSink<bytes::Bytes>),
 }
 
+/// Why a COPY wrote nothing.
+pub enum CopyFailed {
+    /// The write failed: the answer for the client.
+    Write(ApiError),
+    /// COPY was refused before any row was sent (say, a role that may
+    /// INSERT but not draw keys from the sequence): INSERT may still do it.
+    Refused(Error),
+    /// The COPY ended with fewer rows than were sent (a trigger the catalog
+    /// does not know of skipped some) and was rolled back: INSERT, waiting
+    /// for every answer before COMMIT, can name the feature.
+    RowsSkipped,
+}
+
+impl From<ApiError> for CopyFailed {
+    fn from(e: ApiError) -> Self {
+        CopyFailed::Write(e)
+    }
+}
+
+/// Errors that refuse a COPY where an INSERT may succeed: "COPY FROM not
+/// supported with row-level security" (0A000), and no right to `nextval`
+/// (42501), which an INSERT drawing an identity does not need.
+fn copy_refused(e: &Error) -> bool {
+    e.code().is_some_and(|c| {
+        *c == SqlState::FEATURE_NOT_SUPPORTED || *c == SqlState::INSUFFICIENT_PRIVILEGE
+    })
+}
+
 impl Copy<'_> {
-    /// Write all rows in one transaction; ids in feature order, or a failure report.
-    pub async fn run(self) -> Result<WriteReport, ApiError> {
+    /// Write all rows in one transaction; ids in feature order, or why not.
+    pub async fn run(self) -> Result<WriteReport, CopyFailed> {
         let pk = self
             .job
             .coll
             .primary_key
             .expect("copy_plan checked the key");
-        // Both statements are prepared (and cached) up front so that each is
-        // later sent as a single message, in the order polled.
+        // Both statements are prepared up front so that each is later sent as
+        // a single message, in the order polled; cached within the same
+        // per-connection bound as INSERTs, prepared for this request beyond it.
         let keys_sql = self.keys_sql(pk);
-        let mut prepares: Vec<Call<'_, Result<Statement, Error>>> = vec![Box::pin(async {
-            self.job.client.prepare_cached(&self.copy_sql()).await
-        })];
+        let copy_sql = self.copy_sql();
+        let room = cache_room(self.job.client);
+        let naming = |n| self.job.naming.within(room, n);
+        let mut prepares: Vec<Call<'_, Result<Statement, Error>>> = vec![Box::pin(prepare_named(
+            self.job.client,
+            &copy_sql,
+            naming(0),
+        ))];
         if let Some(sql) = &keys_sql {
-            prepares.push(Box::pin(async move {
-                self.job.client.prepare_cached(sql).await
-            }));
+            prepares.push(Box::pin(prepare_named(self.job.client, sql, naming(1))));
         }
         let mut prepares = Calls::new(prepares);
         prepares.send_all().await;
@@ -198,15 +239,14 @@ impl Copy<'_> {
         while let Some(answer) = calls.next().await {
             match answer {
                 Ok(Opened::Done | Opened::Claimed(Ok(_))) => {}
-                Ok(Opened::Claimed(Err(e))) => return Err(super::claim_failed(&e)),
+                Ok(Opened::Claimed(Err(e))) => return Err(super::claim_failed(&e).into()),
                 Ok(Opened::Keys(k)) => keys = Some(k),
                 Ok(Opened::Sink(s)) => sink = Some(s),
-                Err(e) => {
-                    // A COPY refused before copy mode leaves tokio-postgres one
-                    // ReadyForQuery out of step (its CopyFail adds a Sync): the
-                    // connection cannot be trusted, so the guard closes it.
-                    return Err(request_error("starting the COPY", &e));
-                }
+                // A COPY refused before copy mode leaves tokio-postgres one
+                // ReadyForQuery out of step (its CopyFail adds a Sync): the
+                // connection cannot be trusted, so the guard closes it.
+                Err(e) if copy_refused(&e) => return Err(CopyFailed::Refused(e)),
+                Err(e) => return Err(request_error("starting the COPY", &e).into()),
             }
         }
         let types: Vec<Type> = self
@@ -235,7 +275,7 @@ impl Copy<'_> {
             }
         };
 
-        // Flight 2: the rows, the end of the COPY, COMMIT.
+        // Flight 2: the rows and the end of the COPY.
         let key_type = match self.job.coll.columns[pk].ty {
             ColumnType::Scalar(t) => t,
             _ => unreachable!("copy_plan checked the key type"),
@@ -257,76 +297,66 @@ impl Copy<'_> {
                 tally.mark_batch();
             }
         }
-        let (copied, ended) = match written {
-            Ok(()) if self.job.idempotency.is_some() => {
-                // The response is stored before COMMIT: after the COPY has ended.
-                crate::telemetry::round_trip();
-                let copied = writer.as_mut().finish().await;
-                tally.mark_batch();
-                let report = WriteReport {
-                    strategy: super::Strategy::Copy,
-                    batches: tally.reports(true),
-                    ids: ids.clone(),
-                };
-                let ended = match &copied {
-                    Ok(_) => {
-                        super::store_and_commit(self.job.client, self.job.idempotency, &report)
-                            .await
-                            .map(|()| 0)
-                    }
-                    Err(_) => {
-                        crate::telemetry::round_trip();
-                        self.job.client.batch_execute("ROLLBACK").await.map(|()| 0)
-                    }
-                };
-                (copied, ended)
-            }
+        let copied = match written {
             Ok(()) => {
-                let ends: Vec<Call<'_, Result<u64, Error>>> = vec![
-                    Box::pin(async { writer.as_mut().finish().await }),
-                    Box::pin(async { self.job.client.batch_execute("COMMIT").await.map(|()| 0) }),
-                ];
-                let mut ends = Calls::new(ends);
-                ends.send_all().await;
-                let copied = ends.next().await.expect("finish was queued");
-                // After a failed COPY the queued COMMIT answers as a ROLLBACK.
-                (copied, ends.next().await.expect("COMMIT was queued"))
+                crate::telemetry::round_trip();
+                writer.as_mut().finish().await
             }
             Err(e) => {
                 drop(writer); // aborts the COPY (CopyFail) before ROLLBACK can be sent
-                self.rollback().await;
-                (Err(e), Ok(0))
+                Err(e)
             }
         };
-        if ended
-            .as_ref()
-            .map_or_else(|e| e.as_db_error().is_some(), |_| true)
-        {
-            self.job.client.set_open(false);
+        tally.mark_batch();
+        // Flight 3: COMMIT (with the response under the Idempotency-Key), only
+        // once the COPY has said how many rows it wrote: a BEFORE INSERT
+        // trigger returning NULL drops a row without an error.
+        match copied {
+            Ok(count) if count == self.job.rows.len() as u64 => {}
+            Ok(_) => {
+                self.rollback().await;
+                return Err(CopyFailed::RowsSkipped);
+            }
+            Err(error) => {
+                self.rollback().await;
+                return Err(self.copy_failed(error, tally).into());
+            }
         }
-        if self.job.idempotency.is_none() {
-            tally.mark_batch(); // (marked before storing the response otherwise)
-        }
-        if let Err(error) = copied {
-            // Some checks (foreign keys) run after PostgreSQL has dropped the
-            // "line N" context: then no feature can be named.
-            let Some(feature) = failed_row(&error).filter(|&k| k < self.job.rows.len()) else {
-                return Err(refused(self.job.coll, &error, tally.reports(false)));
-            };
-            tally.failure = Some(Failure {
-                feature,
-                error: Some(error),
-            });
-            return Err(write_failed(self.job.coll, self.job.single, &tally));
-        }
-        if let Err(error) = ended {
-            return Err(refused(self.job.coll, &error, tally.reports(false)));
-        }
-        Ok(WriteReport {
+        let report = WriteReport {
             strategy: super::Strategy::Copy,
             batches: tally.reports(true),
             ids,
-        })
+        };
+        let committed =
+            super::store_and_commit(self.job.client, self.job.idempotency, &report).await;
+        match committed {
+            Ok(()) => {
+                // The report as stored under the Idempotency-Key, if any.
+                self.job.client.set_open(false);
+                Ok(report)
+            }
+            Err(error) => {
+                if error.as_db_error().is_some() {
+                    self.job.client.set_open(false);
+                }
+                Err(super::commit_failed(self.job.coll, &error, &tally).into())
+            }
+        }
+    }
+
+    /// The error for a COPY that failed: at the feature on the line
+    /// PostgreSQL names, or for the whole request when it names none.
+    fn copy_failed(&self, error: Error, mut tally: Tally<'_>) -> ApiError {
+        // Some checks (foreign keys) run after PostgreSQL has dropped the
+        // "line N" context: then no feature can be named.
+        let Some(feature) = failed_row(&error).filter(|&k| k < self.job.rows.len()) else {
+            return refused(self.job.coll, &error, tally.reports(false));
+        };
+        tally.failure = Some(Failure {
+            feature,
+            error: Some(error),
+        });
+        write_failed(self.job.coll, self.job.single, &tally)
     }
 
     /// `COPY … (columns) FROM STDIN (FORMAT binary)`.
@@ -368,6 +398,7 @@ impl Copy<'_> {
     }
 
     async fn rollback(&self) {
+        crate::telemetry::round_trip();
         if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
             self.job.client.set_open(false);
         }

@@ -5,7 +5,7 @@
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Error;
 
-use crate::db::statement::{prepare_in_flight, Stmt};
+use crate::db::statement::{cache_room, prepare_in_flight, Stmt};
 
 use super::dberror::request_error;
 use super::pipeline::{Call, Calls};
@@ -22,6 +22,9 @@ pub struct Insert<'a> {
     pub job: Job<'a>,
     /// Send everything at once; when false, one statement at a time.
     pub pipeline: bool,
+    /// A COPY of this request lost rows to a trigger the catalog does not
+    /// know of (created since start-up): COMMIT waits for every answer.
+    pub skipping_trigger: bool,
 }
 
 type Answer = Result<Option<String>, Error>;
@@ -33,8 +36,10 @@ impl Insert<'_> {
         // A BEFORE INSERT trigger may skip a row (RETURN NULL) without an error:
         // then COMMIT must wait until every answer has been seen.
         // So must it when the response is to be stored before it (Idempotency-Key).
-        let commit_queued =
-            self.pipeline && !self.job.coll.before_insert_trigger && self.job.idempotency.is_none();
+        let commit_queued = self.pipeline
+            && !self.job.coll.before_insert_trigger
+            && !self.skipping_trigger
+            && self.job.idempotency.is_none();
         let mut calls = Calls::new(self.calls(&statements, commit_queued));
         let mut tally = Tally::new(
             &self.job.plan.batches,
@@ -45,7 +50,14 @@ impl Insert<'_> {
         if self.pipeline {
             calls.send_all().await;
         }
+        // A COMMIT refused by a connection closed before the flight never
+        // reached the server: nothing was written.
+        let commit_sent = commit_queued && !calls.last_refused_at_send();
         if let Some(Err(e)) = calls.next().await {
+            if commit_sent && e.as_db_error().is_none() {
+                // Lost with the whole flight, COMMIT included, sent.
+                return Err(super::outcome_unknown(&tally));
+            }
             return Err(request_error("starting the transaction", &e));
         }
         if self.job.idempotency.is_some() {
@@ -94,14 +106,26 @@ impl Insert<'_> {
         if commit_queued {
             tally.add_to_last();
         }
+        // The connection was lost after the queued COMMIT was sent and before
+        // any statement failed: the server may have committed.
+        let lost_before_commit_answer = commit_sent
+            && tally
+                .failure
+                .as_ref()
+                .is_some_and(|f| f.error.as_ref().is_some_and(|e| e.as_db_error().is_none()));
+        // A trigger created since start-up (the catalog did not know it) skipped
+        // a row, and the queued COMMIT has kept the others: say so.
+        let skipped_and_committed = commit_queued
+            && commit.is_ok()
+            && tally.failure.as_ref().is_some_and(|f| f.error.is_none());
         match commit {
+            _ if lost_before_commit_answer => Err(super::outcome_unknown(&tally)),
+            _ if skipped_and_committed => Err(super::skipped_after_commit(&tally)),
             _ if tally.failure.is_some() => {
                 Err(write_failed(self.job.coll, self.job.single, &tally))
             }
-            Err(error) => {
-                // A deferred constraint fails at COMMIT, with no statement to blame.
-                Err(super::refused(self.job.coll, &error, tally.reports(false)))
-            }
+            // A deferred constraint fails at COMMIT, with no statement to blame.
+            Err(error) => Err(super::commit_failed(self.job.coll, &error, &tally)),
             Ok(_) => Ok(WriteReport {
                 strategy: super::Strategy::Insert,
                 batches: tally.reports(true),
@@ -148,7 +172,7 @@ impl Insert<'_> {
     /// clients whose features each leave out different properties would
     /// otherwise grow the cache (here and in the server) without bound.
     async fn prepare(&self) -> Result<Vec<Stmt>, ApiError> {
-        let room = STATEMENT_CACHE_LIMIT.saturating_sub(self.job.client.statement_cache.size());
+        let room = cache_room(self.job.client);
         let prepares: Vec<Call<'_, Result<Stmt, Error>>> = self
             .job
             .plan

@@ -26,6 +26,7 @@ use crate::write::report::BatchStatus;
 use crate::feature::{FeatureRow, ParsedBody};
 use crate::read::StoredFeature;
 use axum::http::StatusCode;
+use copy::CopyFailed;
 use dberror::request_error;
 use dberror::{feature_error, refusal};
 use guard::TxGuard;
@@ -206,20 +207,75 @@ struct Request<'a> {
 }
 
 impl Request<'_> {
-    /// One attempt: a connection, one transaction, COMMIT or ROLLBACK.
+    /// One attempt: a connection, one transaction, COMMIT or ROLLBACK; by
+    /// COPY where it can be used, else (or if COPY wrote nothing where
+    /// INSERT may) by pipelined INSERTs.
     async fn write(&self, db: &Database, options: WriteOptions) -> Result<WriteReport, ApiError> {
-        let client = TxGuard::new(db.connection().await?);
-        let keyed = match self.idempotency {
-            Some(_) => Some(prepare_keyed(&client, db.naming()).await?),
-            None => None,
-        };
         let wants_copy = match options.strategy {
             Strategy::Insert => false,
             Strategy::Copy => true,
             Strategy::Auto => self.rows.len() >= options.copy_threshold,
         };
-        let job = Job {
-            client: &client,
+        // COPY has no per-statement pipelining to switch off: keep it to
+        // pipelined mode; and it needs a named statement.
+        let copy_allowed = options.pipeline && db.naming() != Naming::Unnamed;
+        let mut skipping_trigger = false;
+        if let Some(copy) =
+            copy::copy_plan(self.coll, self.plan, self.srid).filter(|_| wants_copy && copy_allowed)
+        {
+            let client = TxGuard::new(db.connection().await?);
+            let keyed = self.prepare_keyed(&client, db).await?;
+            match (copy::Copy {
+                job: self.job(&client, keyed.as_ref(), db),
+                copy,
+            })
+            .run()
+            .await
+            {
+                Ok(report) => return Ok(report),
+                Err(CopyFailed::Write(e)) => return Err(e),
+                // The same request must get the same answer at any size.
+                Err(CopyFailed::Refused(e)) => {
+                    tracing::debug!(collection = %self.coll.id, "COPY refused ({e}); writing by INSERT");
+                }
+                Err(CopyFailed::RowsSkipped) => {
+                    tracing::warn!(collection = %self.coll.id, "COPY lost rows to a trigger the catalog does not know; writing by INSERT");
+                    skipping_trigger = true;
+                }
+            }
+        }
+        let client = TxGuard::new(db.connection().await?);
+        let keyed = self.prepare_keyed(&client, db).await?;
+        Insert {
+            job: self.job(&client, keyed.as_ref(), db),
+            pipeline: options.pipeline,
+            skipping_trigger,
+        }
+        .run()
+        .await
+    }
+
+    /// The Idempotency-Key's statements on `client`, if the request has a key.
+    async fn prepare_keyed(
+        &self,
+        client: &TxGuard,
+        db: &Database,
+    ) -> Result<Option<[Stmt; 3]>, ApiError> {
+        match self.idempotency {
+            Some(_) => Ok(Some(prepare_keyed(client, db.naming()).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The write on `client`.
+    fn job<'a>(
+        &'a self,
+        client: &'a TxGuard,
+        keyed: Option<&'a [Stmt; 3]>,
+        db: &Database,
+    ) -> Job<'a> {
+        Job {
+            client,
             coll: self.coll,
             rows: self.rows,
             plan: self.plan,
@@ -227,25 +283,9 @@ impl Request<'_> {
             srid: self.srid,
             idempotency: self
                 .idempotency
-                .zip(keyed.as_ref())
+                .zip(keyed)
                 .map(|(idem, statements)| Keyed { idem, statements }),
             naming: db.naming(),
-        };
-        // COPY has no per-statement pipelining to switch off: keep it to
-        // pipelined mode; and it needs a named statement.
-        let copy_allowed = options.pipeline && db.naming() != Naming::Unnamed;
-        match copy::copy_plan(self.coll, self.plan, self.srid)
-            .filter(|_| wants_copy && copy_allowed)
-        {
-            Some(copy) => copy::Copy { job, copy }.run().await,
-            None => {
-                Insert {
-                    job,
-                    pipeline: options.pipeline,
-                }
-                .run()
-                .await
-            }
         }
     }
 }
@@ -441,7 +481,8 @@ fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> ApiError 
 }
 
 /// The error for a write the database refused without naming a feature
-/// (deferred constraints at COMMIT, foreign keys checked after a COPY).
+/// (deferred constraints at COMMIT, foreign keys checked after a COPY), or
+/// whose connection was lost before COMMIT was sent.
 fn refused(
     coll: &Collection,
     error: &tokio_postgres::Error,
@@ -451,8 +492,43 @@ fn refused(
     let detail = if error.as_db_error().is_some() {
         "the database refused the write; nothing was written"
     } else {
-        // The COMMIT may or may not have reached the database.
-        "the connection was lost at the end of the write: whether it was committed is unknown"
+        "the connection to the database was lost before COMMIT; nothing was written"
     };
     refusal(status, detail.into(), vec![field]).with_batches(batches)
+}
+
+/// The error for a COMMIT that failed: refused by the server (nothing was
+/// written), or unanswered because the connection was lost (unknown).
+fn commit_failed(coll: &Collection, error: &tokio_postgres::Error, tally: &Tally<'_>) -> ApiError {
+    match error.as_db_error() {
+        Some(_) => refused(coll, error, tally.reports(false)),
+        None => outcome_unknown(tally),
+    }
+}
+
+/// The error for a pipelined write whose COMMIT kept every row but one a
+/// BEFORE INSERT trigger unknown to the catalog skipped: the service's
+/// fault (its catalog is older than the trigger), reported as it happened.
+fn skipped_after_commit(tally: &Tally<'_>) -> ApiError {
+    let feature = tally.failure.as_ref().map_or(0, |f| f.feature);
+    ApiError::internal(format!(
+        "a BEFORE INSERT trigger created since featurepipe started skipped feature \
+         {feature} (the first it skipped); the other features were committed. Restart featurepipe so that it \
+         knows the trigger"
+    ))
+    .with_batches(tally.reports(true))
+}
+
+/// The error for a write whose connection was lost after COMMIT was sent
+/// and before its answer: every batch's fate is unknown.
+fn outcome_unknown(tally: &Tally<'_>) -> ApiError {
+    let batches = tally
+        .reports(true)
+        .into_iter()
+        .map(|b| BatchReport {
+            status: BatchStatus::Unknown,
+            ..b
+        })
+        .collect();
+    ApiError::outcome_unknown().with_batches(batches)
 }

@@ -57,6 +57,12 @@ impl<'a, T> Calls<'a, T> {
         }
     }
 
+    /// Whether the last request was answered while sending: refused by a
+    /// connection already closed, so it never went out.
+    pub fn last_refused_at_send(&self) -> bool {
+        self.early.last().is_some_and(Option::is_some)
+    }
+
     /// The answer to the next request (sending it first if it was not sent yet).
     pub async fn next(&mut self) -> Option<T> {
         let call = self.calls.next()?;

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{collection, point, via_proxy, TestApp, TestDb};
-use featurepipe::write::Strategy;
+use crate::support::{collection, point, settings_file, via_proxy, TestApp, TestDb};
+use featurepipe::write::{Strategy, STATEMENT_CACHE_LIMIT};
 
 async fn copy_app(setup: &str) -> TestApp {
     TestApp::with_config(setup, |c| {
@@ -199,7 +199,7 @@ async fn copy_is_used_only_where_it_is_safe() {
 }
 
 #[tokio::test]
-async fn auto_switches_at_the_threshold_and_copy_costs_two_round_trips() {
+async fn auto_switches_at_the_threshold_and_copy_costs_three_round_trips() {
     let db =
         TestDb::new("CREATE TABLE s (id serial PRIMARY KEY, seq int, geom geometry(Point, 4326))")
             .await;
@@ -220,9 +220,216 @@ async fn auto_switches_at_the_threshold_and_copy_costs_two_round_trips() {
     assert_eq!(r.status, 201, "{r:?}");
     assert_eq!(
         proxy.round_trips() - before,
-        2,
-        "BEGIN + keys + COPY start; rows + COPY end + COMMIT"
+        3,
+        "BEGIN + keys + COPY start; rows + COPY end; COMMIT once the row count matched"
     );
-    assert_eq!(cold, 3, "and once per connection: prepare");
+    assert_eq!(cold, 4, "and once per connection: prepare");
     assert_eq!(app.db.int("SELECT count(*) FROM s").await, 10_099);
+}
+
+/// A partitioned table whose partition (not the parent) has a BEFORE INSERT
+/// trigger that drops the feature with `seq` 7.
+const PARTITIONED: &str = "
+    CREATE TABLE parts (id serial PRIMARY KEY, seq int, geom geometry(Point, 4326))
+        PARTITION BY RANGE (id);
+    CREATE TABLE parts_low PARTITION OF parts FOR VALUES FROM (MINVALUE) TO (1000000);
+    CREATE TABLE parts_rest PARTITION OF parts DEFAULT;
+    CREATE FUNCTION drop_seven() RETURNS trigger LANGUAGE plpgsql AS
+        $$ BEGIN IF NEW.seq = 7 THEN RETURN NULL; END IF; RETURN NEW; END $$;";
+
+const PARTITION_TRIGGER: &str =
+    "CREATE TRIGGER drop_seven BEFORE INSERT ON parts_low FOR EACH ROW EXECUTE FUNCTION drop_seven()";
+
+/// A feature a trigger drops is a 422 naming it, and nothing is written;
+/// the answer agrees with the table.
+async fn assert_feature_7_refused(app: &TestApp, n: usize) {
+    let r = app.post("parts", &numbered(n)).await;
+    assert_eq!(r.status, 422, "{n} features: {r:?}");
+    assert_eq!(r.body["errors"][0]["feature"], 7, "{n} features: {r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "skipped_by_trigger", "{n}");
+    assert!(
+        r.batch_statuses().iter().all(|s| *s != "committed"),
+        "{n} features: {r:?}"
+    );
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM parts").await,
+        0,
+        "{n} features"
+    );
+}
+
+#[tokio::test]
+async fn a_partition_trigger_that_drops_a_row_is_seen_by_insert_and_copy() {
+    let app = TestApp::with_config(&format!("{PARTITIONED}; {PARTITION_TRIGGER}"), |c| {
+        c.write_strategy = Strategy::Auto;
+        c.copy_threshold = 100;
+    })
+    .await;
+    // Below the COPY threshold (pipelined INSERTs) and above it.
+    for n in [20, 500] {
+        assert_feature_7_refused(&app, n).await;
+    }
+    // Without the dropped feature, every row is written and reported, by
+    // INSERT (the trigger may change keys, so COPY is not used).
+    let mut body = numbered(500);
+    body["features"][7]["properties"]["seq"] = json!(-7);
+    let r = app.post("parts", &body).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(r.body["strategy"], "insert");
+    assert_eq!(app.db.int("SELECT count(*) FROM parts").await, 500);
+    let id = &r.body["ids"][7];
+    let seq = app
+        .db
+        .int(&format!("SELECT seq::int8 FROM parts WHERE id = {id}"))
+        .await;
+    assert_eq!(seq, -7);
+}
+
+#[tokio::test]
+async fn a_copy_that_loses_rows_to_a_trigger_created_after_start_up_commits_nothing() {
+    let app = copy_app(PARTITIONED).await;
+    // The catalog was read without the trigger: COPY is chosen, and its row
+    // count tells that a row went missing before COMMIT is sent.
+    app.db
+        .client
+        .batch_execute(PARTITION_TRIGGER)
+        .await
+        .unwrap();
+    assert_feature_7_refused(&app, 500).await;
+}
+
+#[tokio::test]
+async fn pipelined_inserts_that_lose_a_row_to_a_trigger_created_after_start_up_say_so() {
+    let app = TestApp::with_config(PARTITIONED, |c| c.write_strategy = Strategy::Insert).await;
+    app.db
+        .client
+        .batch_execute(PARTITION_TRIGGER)
+        .await
+        .unwrap();
+    // COMMIT went out with the rows, before the answers: the answer says
+    // what the database holds rather than "nothing was written".
+    let r = app.post("parts", &numbered(20)).await;
+    assert_eq!(r.status, 500, "{r:?}");
+    let detail = r.body["detail"].as_str().unwrap();
+    assert!(detail.contains("skipped feature 7"), "{detail}");
+    assert!(detail.contains("other features were committed"), "{detail}");
+    assert_eq!(app.db.int("SELECT count(*) FROM parts").await, 19);
+}
+
+/// Under `[auth] set_role`, a role the table's rights allow to INSERT.
+async fn role_app(setup: &str, role: &str) -> TestApp {
+    let key = format!("{role}_key");
+    let settings = format!(
+        "[auth]\nset_role = true\n[api_keys.k]\nsha256 = \"{}\"\nscope = \"read:* write:*\"\nrole = \"{role}\"\n",
+        crate::auth::sha256(&key)
+    );
+    let path = settings_file(role, &settings);
+    TestApp::with_config(setup, |c| {
+        c.auth = true;
+        c.settings = Some(path);
+        c.write_strategy = Strategy::Auto;
+        c.copy_threshold = 100;
+    })
+    .await
+}
+
+/// The same request at 99 and at 1000 features (INSERT and COPY sizes) gets
+/// the same answer as the role, and writes every row.
+async fn same_answer_below_and_above_the_threshold(app: &TestApp, role: &str, table: &str) {
+    let key = format!("{role}_key");
+    let headers = [
+        ("x-api-key", key.as_str()),
+        ("content-type", "application/geo+json"),
+    ];
+    let path = format!("/collections/{table}/items");
+    for n in [99, 1000] {
+        let r = app
+            .send("POST", &path, &headers, Some(numbered(n).to_string()))
+            .await;
+        assert_eq!(r.status, 201, "{table}, {n} features: {r:?}");
+        assert_eq!(r.body["ids"].as_array().unwrap().len(), n);
+    }
+    let count = app.db.int(&format!("SELECT count(*) FROM {table}")).await;
+    assert_eq!(count, 1099, "{table}");
+}
+
+#[tokio::test]
+async fn copy_under_row_level_security_answers_as_insert_does() {
+    let role = "fp_test_copy_rls";
+    let app = role_app(
+        &format!(
+            "DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             CREATE TABLE guarded (id serial PRIMARY KEY, seq int, geom geometry(Point, 4326));
+             ALTER TABLE guarded ENABLE ROW LEVEL SECURITY;
+             CREATE POLICY everyone ON guarded USING (true) WITH CHECK (seq >= 0);
+             GRANT SELECT, INSERT ON guarded TO {role};
+             GRANT USAGE ON SEQUENCE guarded_id_seq TO {role};"
+        ),
+        role,
+    )
+    .await;
+    same_answer_below_and_above_the_threshold(&app, role, "guarded").await;
+}
+
+#[tokio::test]
+async fn copy_without_usage_on_the_identity_sequence_answers_as_insert_does() {
+    let role = "fp_test_copy_seq";
+    let app = role_app(
+        &format!(
+            "DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             CREATE TABLE counted (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                                   seq int, geom geometry(Point, 4326));
+             GRANT SELECT, INSERT ON counted TO {role};"
+        ),
+        role,
+    )
+    .await;
+    same_answer_below_and_above_the_threshold(&app, role, "counted").await;
+}
+
+#[tokio::test]
+async fn copy_statements_stay_within_the_per_connection_cache() {
+    let app = TestApp::with_config(
+        "CREATE TABLE wide (id serial PRIMARY KEY, a int, b int, c int, d int, e int, f int,
+                            g int, geom geometry(Point, 4326))",
+        |c| {
+            c.write_strategy = Strategy::Copy;
+            c.pool_size = 1;
+        },
+    )
+    .await;
+    // Each request has a property set of its own: a COPY column list of its own.
+    let names = ["a", "b", "c", "d", "e", "f", "g"];
+    let sets = STATEMENT_CACHE_LIMIT + 16;
+    for set in 1..=sets {
+        let properties: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .enumerate()
+            .filter(|(bit, _)| set & (1 << bit) != 0)
+            .map(|(_, name)| (name.to_string(), json!(set)))
+            .collect();
+        let features = (0..3)
+            .map(|_| point(0.0, 0.0, serde_json::Value::Object(properties.clone())))
+            .collect();
+        let r = app.post("wide", &collection(features)).await;
+        assert_eq!(r.status, 201, "set {set}: {r:?}");
+        assert_eq!(r.body["strategy"], "copy", "set {set}");
+    }
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM wide").await,
+        3 * sets as i64
+    );
+    // The pool's one connection: what the server holds for it.
+    let client = app.state.db.connection().await.unwrap();
+    // Unnamed: this query is not itself a prepared statement.
+    let prepared: i64 = client
+        .query_typed("SELECT count(*) FROM pg_prepared_statements", &[])
+        .await
+        .unwrap()[0]
+        .get(0);
+    assert!(
+        prepared as usize <= STATEMENT_CACHE_LIMIT,
+        "{prepared} statements prepared on one connection"
+    );
+    assert!(client.statement_cache.size() <= STATEMENT_CACHE_LIMIT);
 }

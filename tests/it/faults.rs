@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::{
-    collection, config, connect, http, point, OwnCluster, ServiceProcess, TestApp, TestDb,
+    collection, config, connect, http, point, via_proxy, OwnCluster, ServiceProcess, TestApp,
+    TestDb,
 };
 
 #[tokio::test]
@@ -50,7 +51,15 @@ async fn backend_terminated_mid_request() {
         };
         let (r, killed) = tokio::join!(app.post("big", &body), killer);
         assert!(killed, "{strategy:?}: the write was never seen running");
-        assert_eq!(r.status, 503, "{strategy:?}: {r:?}");
+        // Pipelined INSERTs send COMMIT with the rows: unless the server's
+        // own error arrived first (503, nothing was written), the service
+        // cannot know whether it committed (502). COPY sends COMMIT last.
+        match strategy {
+            featurepipe::write::Strategy::Insert if r.status == 502 => {
+                assert_eq!(r.body["type"], "urn:featurepipe:problem:outcome-unknown");
+            }
+            _ => assert_eq!(r.status, 503, "{strategy:?}: {r:?}"),
+        }
         assert_eq!(r.headers["content-type"], "application/problem+json");
         assert_eq!(
             app.db.int("SELECT count(*) FROM big").await,
@@ -229,4 +238,48 @@ async fn the_pool_recovers_when_the_database_restarts() {
         .map(|row| row.get(0))
         .collect();
     assert_eq!(ns, [1, 2, 3, 4, 5, 7]);
+}
+
+#[tokio::test]
+async fn a_connection_lost_after_commit_was_sent_is_an_unknown_outcome() {
+    // Pipelined INSERTs send COMMIT with the rows; COPY sends it on its own.
+    for strategy in [
+        featurepipe::write::Strategy::Insert,
+        featurepipe::write::Strategy::Copy,
+    ] {
+        let db = TestDb::new(
+            "CREATE TABLE lost (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))",
+        )
+        .await;
+        let (proxy, mut config) = via_proxy(&db, Duration::ZERO).await;
+        config.pool_size = 1;
+        config.write_strategy = strategy;
+        let app = TestApp::on(db, config).await;
+        let body = collection((0..3).map(|i| point(0.0, 0.0, json!({"n": i}))).collect());
+        // The server gets the COMMIT; the service never gets its answer.
+        proxy.cut_after_next_commit();
+        let r = app.post("lost", &body).await;
+        assert_eq!(r.status, 502, "{strategy:?}: {r:?}");
+        assert_eq!(r.body["type"], "urn:featurepipe:problem:outcome-unknown");
+        let detail = r.body["detail"].as_str().unwrap();
+        assert!(detail.contains("unknown"), "{detail}");
+        assert!(detail.contains("Idempotency-Key"), "{detail}");
+        assert!(!detail.contains("nothing was written"), "{detail}");
+        assert!(r.headers.get("retry-after").is_none(), "{strategy:?}");
+        assert_eq!(r.batch_statuses(), ["unknown"], "{strategy:?}: {r:?}");
+        // The server did commit (it may still be finishing when the answer
+        // is out): the answer did not say otherwise.
+        let mut count = 0;
+        for _ in 0..1000 {
+            count = app.db.int("SELECT count(*) FROM lost").await;
+            if count == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(count, 3, "{strategy:?}");
+        // The cut connection is not reused.
+        let r = app.post("lost", &body).await;
+        assert_eq!(r.status, 201, "{strategy:?}: {r:?}");
+    }
 }
