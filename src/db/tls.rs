@@ -484,7 +484,11 @@ pub fn explain(error: &tokio_postgres::Error, options: &TlsOptions) -> Option<Tl
              sslmode=verify-full checks the host name: connect to a host name the certificate \
              names, or set sslmode=verify-ca to check only the CA",
             expected.to_str(),
-            presented.join(", ")
+            presented
+                .iter()
+                .map(|name| bare_name(name))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Found::Rustls(rustls::Error::InvalidCertificate(CertificateError::NotValidForName)) => {
             "the database server's certificate is not valid for the host connected to, and \
@@ -509,6 +513,13 @@ pub fn explain(error: &tokio_postgres::Error, options: &TlsOptions) -> Option<Tl
         ),
     };
     Some(TlsError::Handshake(message))
+}
+
+/// `localhost` of webpki's `DnsName("localhost")` (names come debug-formatted).
+fn bare_name(name: &str) -> &str {
+    name.split_once('(')
+        .and_then(|(_, inner)| inner.strip_suffix(')'))
+        .map_or(name, |inner| inner.trim_matches('"'))
 }
 
 enum Found<'a> {
@@ -631,6 +642,13 @@ mod tests {
         assert!(
             matches!(split("host=h sslmode=VERIFY"), Err(TlsError::BadMode(m)) if m == "VERIFY")
         );
+    }
+
+    #[test]
+    fn presented_names_lose_their_debug_wrapping() {
+        assert_eq!(bare_name("DnsName(\"db.example\")"), "db.example");
+        assert_eq!(bare_name("IpAddress(127.0.0.1)"), "127.0.0.1");
+        assert_eq!(bare_name("plain"), "plain");
     }
 
     #[test]
