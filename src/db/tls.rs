@@ -461,7 +461,10 @@ pub fn explain(error: &tokio_postgres::Error, options: &TlsOptions) -> Option<Tl
     };
     if let Some(db) = error.as_db_error() {
         // pg_hba.conf refuses plain connections, or wants a client certificate.
-        let set = if db.message().contains("no encryption") {
+        // PostgreSQL's words, and PgBouncer's (client_tls_sslmode=require).
+        let plain_refused =
+            db.message().contains("no encryption") || db.message() == "SSL required";
+        let set = if plain_refused {
             "the server takes only TLS connections here; set sslmode=verify-full (or require)"
         } else if db.message().contains("client certificate") {
             "set sslcert and sslkey to the client certificate and its key"

@@ -5,12 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use featurepipe::db::connection_config;
+use featurepipe::db::{connection_config, Pooler};
 use featurepipe::AppState;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use serde_json::json;
 use tokio_postgres::Client;
 
+use crate::poolers::Bouncer;
 use crate::support::{config, connect, point, scratch_dir, OwnCluster, TestApp, TestDb};
 
 const SETUP: &str =
@@ -303,4 +304,50 @@ async fn prefer_connects_unencrypted_to_a_server_without_tls() {
         e.contains("does not accept TLS, and sslmode=require needs it"),
         "{e}"
     );
+}
+
+#[tokio::test]
+async fn pgbouncer_takes_tls_with_the_same_parameters() {
+    let db = TestDb::new(SETUP).await;
+    // PgBouncer runs as `postgres` under root and must read these.
+    let dir = scratch_dir("tls-bouncer", 0o755);
+    let ca = Ca::new("featurepipe test CA");
+    let (cert, key) = ca.sign("localhost", &["localhost"]);
+    for (name, text) in [
+        ("ca.pem", ca.0.pem()),
+        ("server.crt", cert),
+        ("server.key", key),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let file = |name: &str| dir.join(name).display().to_string();
+    let settings = format!(
+        "client_tls_sslmode = require\nclient_tls_cert_file = {}\nclient_tls_key_file = {}\n",
+        file("server.crt"),
+        file("server.key")
+    );
+    let (_bouncer, url) = Bouncer::with_settings(&db, "session", &settings).await;
+    let url = url.replace("@127.0.0.1:", "@localhost:");
+    let params = |mode: &str| format!("{url}?sslmode={mode}&sslrootcert={}", file("ca.pem"));
+
+    // Plain is refused by PgBouncer, so a connection that works is encrypted.
+    let e = start(&params("disable"))
+        .await
+        .err()
+        .expect("plain refused");
+    assert!(
+        e.contains("SSL required") && e.contains("set sslmode=verify-full"),
+        "{e}"
+    );
+    let e = start(&params("verify-full").replace("@localhost:", "@127.0.0.1:"))
+        .await
+        .err()
+        .expect("wrong host name refused");
+    assert!(e.contains("not valid for host 127.0.0.1"), "{e}");
+
+    let mut config = config(&params("verify-full"));
+    config.db.pooler = Pooler::Session;
+    let app = TestApp::on(db, config).await;
+    write_and_read(&app, "through-pgbouncer").await;
+    std::fs::remove_dir_all(&dir).ok();
 }
