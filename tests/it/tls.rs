@@ -268,6 +268,16 @@ async fn start_up_refuses_what_tls_forbids_and_says_what_to_set() {
         );
     }
 
+    // No sslrootcert: the system's roots, which do not hold the test's CA.
+    let e = start(&server.url("postgres", "localhost", "sslmode=verify-full"))
+        .await
+        .err()
+        .expect("a CA the system does not trust refused");
+    assert!(
+        e.contains("the system's root certificates") && e.contains("set sslrootcert"),
+        "{e}"
+    );
+
     // Unencrypted: pg_hba.conf has only hostssl lines.
     let e = start(&server.url("postgres", "localhost", "sslmode=disable"))
         .await
