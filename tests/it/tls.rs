@@ -328,7 +328,7 @@ async fn pgbouncer_takes_tls_with_the_same_parameters() {
         ("server.crt", cert),
         ("server.key", key),
     ] {
-        std::fs::write(dir.join(name), text).unwrap();
+        write_owned(&dir.join(name), &text, 0o644, &dir);
     }
     let file = |name: &str| dir.join(name).display().to_string();
     let settings = format!(
