@@ -55,7 +55,7 @@ fn write_owned(path: &Path, text: &str, mode: u32, owner: &Path) {
 struct TlsServer {
     cluster: OwnCluster,
     /// ca.pem, other-ca.pem (a CA that signed nothing here), client.crt, client.key.
-    files: PathBuf,
+    files: Scratch,
 }
 
 impl TlsServer {
@@ -89,19 +89,23 @@ impl TlsServer {
         cluster.stop().await;
         cluster.start_again().await;
 
-        let files = scratch_dir("tls", 0o700);
-        std::fs::write(files.join("ca.pem"), ca.0.pem()).unwrap();
+        let files = Scratch(scratch_dir("tls", 0o700));
         let other = Ca::new("a CA nobody here uses");
-        std::fs::write(files.join("other-ca.pem"), other.0.pem()).unwrap();
         let (cert, key) = ca.sign("certuser", &[]);
-        std::fs::write(files.join("client.crt"), cert).unwrap();
-        std::fs::write(files.join("client.key"), key).unwrap();
+        for (name, text) in [
+            ("ca.pem", ca.0.pem()),
+            ("other-ca.pem", other.0.pem()),
+            ("client.crt", cert),
+            ("client.key", key),
+        ] {
+            std::fs::write(files.0.join(name), text).unwrap();
+        }
         TlsServer { cluster, files }
     }
 
     /// A file of `files`, as a URL parameter value.
     fn file(&self, name: &str) -> String {
-        self.files.join(name).display().to_string()
+        self.files.file(name)
     }
 
     /// `postgres://user@host:port/postgres?params`.
@@ -110,20 +114,30 @@ impl TlsServer {
         format!("postgres://{user}@{host}:{port}/postgres?{params}")
     }
 
-    /// `verify-full` to `localhost` with the right CA, and `extra` parameters.
-    fn verified_url(&self, user: &str, extra: &str) -> String {
+    /// `verify-full` to `localhost` with the right CA.
+    fn verified_url(&self, user: &str) -> String {
         let ca = self.file("ca.pem");
         self.url(
             user,
             "localhost",
-            &format!("sslmode=verify-full&sslrootcert={ca}{extra}"),
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
         )
     }
 }
 
-impl Drop for TlsServer {
+/// A scratch directory, removed when dropped (a failed test too).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    /// The path of `name` in it, as a URL parameter value.
+    fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
     fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.files).ok();
+        std::fs::remove_dir_all(&self.0).ok();
     }
 }
 
@@ -176,7 +190,7 @@ async fn a_tls_only_server_takes_verified_connections_and_client_certificates() 
     let server = TlsServer::start().await;
 
     // verify-full: the right CA and the host name the certificate names.
-    let url = server.verified_url("postgres", "");
+    let url = server.verified_url("postgres");
     let app = TestApp::on(
         TestDb {
             client: tls_connect(&url).await,
@@ -289,7 +303,7 @@ async fn start_up_refuses_what_tls_forbids_and_says_what_to_set() {
     );
 
     // certuser without its client certificate.
-    let e = start(&server.verified_url("certuser", ""))
+    let e = start(&server.verified_url("certuser"))
         .await
         .err()
         .expect("no client certificate refused");
@@ -320,7 +334,7 @@ async fn prefer_connects_unencrypted_to_a_server_without_tls() {
 async fn pgbouncer_takes_tls_with_the_same_parameters() {
     let db = TestDb::new(SETUP).await;
     // PgBouncer runs as `postgres` under root and must read these.
-    let dir = scratch_dir("tls-bouncer", 0o755);
+    let dir = Scratch(scratch_dir("tls-bouncer", 0o755));
     let ca = Ca::new("featurepipe test CA");
     let (cert, key) = ca.sign("localhost", &["localhost"]);
     for (name, text) in [
@@ -328,9 +342,9 @@ async fn pgbouncer_takes_tls_with_the_same_parameters() {
         ("server.crt", cert),
         ("server.key", key),
     ] {
-        write_owned(&dir.join(name), &text, 0o644, &dir);
+        write_owned(&dir.0.join(name), &text, 0o644, &dir.0);
     }
-    let file = |name: &str| dir.join(name).display().to_string();
+    let file = |name: &str| dir.file(name);
     let settings = format!(
         "client_tls_sslmode = require\nclient_tls_cert_file = {}\nclient_tls_key_file = {}\n",
         file("server.crt"),
@@ -359,5 +373,4 @@ async fn pgbouncer_takes_tls_with_the_same_parameters() {
     config.db.pooler = Pooler::Session;
     let app = TestApp::on(db, config).await;
     write_and_read(&app, "through-pgbouncer").await;
-    std::fs::remove_dir_all(&dir).ok();
 }
