@@ -11,7 +11,8 @@ use crate::write::{BatchLimits, Strategy, WriteOptions};
 /// How to reach the database.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
-    /// PostgreSQL connection string, e.g. postgres://user:pass@host/db.
+    /// PostgreSQL connection string, e.g. postgres://user:pass@host/db?sslmode=verify-full
+    /// (libpq's sslmode, sslrootcert, sslcert and sslkey are understood).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// How long start-up keeps retrying an unreachable database.

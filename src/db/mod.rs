@@ -2,6 +2,7 @@
 
 pub mod migrate;
 pub mod statement;
+pub mod tls;
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::NoTls;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::catalog::quote_ident;
 use crate::error::ApiError;
@@ -53,6 +54,9 @@ pub enum StartupError {
          set FEATUREPIPE_POOLER=session or FEATUREPIPE_POOLER=transaction"
     )]
     Pooler(String),
+    /// TLS to the database is misconfigured, or the server's certificate is refused.
+    #[error("TLS to the database: {0}")]
+    Tls(#[from] tls::TlsError),
     /// Credentials are misconfigured.
     #[error("authentication: {0}")]
     Auth(String),
@@ -78,6 +82,18 @@ pub enum StartupError {
     },
 }
 
+/// What `url` connects to, its TLS options, and the connector they ask for.
+pub fn connection_config(
+    url: &str,
+) -> Result<(tokio_postgres::Config, tls::TlsOptions, MakeRustlsConnect), StartupError> {
+    // tokio-postgres knows only some of libpq's TLS parameters: ours go first.
+    let (rest, options) = tls::split(url)?;
+    let mut config = tokio_postgres::Config::from_str(&rest).map_err(StartupError::BadUrl)?;
+    config.ssl_mode(options.mode.wire());
+    let connector = tls::connector(&options)?;
+    Ok((config, options, connector))
+}
+
 /// The pool, how long a request may wait for a connection, the database
 /// role its SQL runs as, and how often a transaction rolled back by a
 /// conflict is run again.
@@ -88,6 +104,7 @@ pub struct Database {
     role: RoleUse,
     retry: Retry,
     pooler: Pooler,
+    tls: Arc<tls::TlsOptions>,
 }
 
 /// What sits between the service and PostgreSQL (`FEATUREPIPE_POOLER`).
@@ -127,7 +144,7 @@ impl Database {
         statement_timeout: Duration,
         pooler: Pooler,
     ) -> Result<Self, StartupError> {
-        let mut config = tokio_postgres::Config::from_str(url).map_err(StartupError::BadUrl)?;
+        let (mut config, tls_options, connector) = connection_config(url)?;
         if config.get_application_name().is_none() {
             // So that operators see the service's sessions in pg_stat_activity.
             config.application_name("featurepipe");
@@ -144,7 +161,7 @@ impl Database {
         }
         let manager = Manager::from_config(
             config,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -173,6 +190,7 @@ impl Database {
             role: RoleUse::Off,
             retry: Retry { retries: 0 },
             pooler,
+            tls: Arc::new(tls_options),
         })
     }
 
@@ -289,23 +307,32 @@ impl Database {
                 create: Some(Duration::from_secs(5)),
                 recycle: Some(Duration::from_secs(5)),
             };
-            match self.pool.timeout_get(&quick).await {
+            let error = match self.pool.timeout_get(&quick).await {
                 Ok(client) => break client,
+                Err(error) => error,
+            };
+            // A certificate refused stays refused: say why now, not after the timeout.
+            if let PoolError::Backend(e) = &error {
+                if let Some(tls) = tls::explain(e, &self.tls) {
+                    return Err(tls.into());
+                }
+            }
+            match error {
                 // PgBouncer refuses the startup options a direct connection takes.
-                Err(PoolError::Backend(e))
+                PoolError::Backend(e)
                     if e.as_db_error()
                         .is_some_and(|d| d.message().contains("unsupported startup parameter")) =>
                 {
                     let message = e.as_db_error().map_or("", |d| d.message()).to_owned();
                     return Err(StartupError::Pooler(message));
                 }
-                Err(e) if started.elapsed() >= timeout => {
+                e if started.elapsed() >= timeout => {
                     return Err(StartupError::Unreachable {
                         waited: started.elapsed(),
                         source: e,
                     })
                 }
-                Err(e) => {
+                e => {
                     tracing::warn!("database not reachable yet ({e}); retrying");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }

@@ -30,6 +30,7 @@ mod settings;
 mod soak;
 mod support;
 mod telemetry;
+mod tls;
 mod types;
 mod validation;
 mod write_path;

@@ -16,7 +16,7 @@ const SETUP: &str = "
 ";
 
 /// A PgBouncer in front of the test cluster, stopped when dropped.
-struct Bouncer {
+pub struct Bouncer {
     port: u16,
     dir: std::path::PathBuf,
     _process: tokio::process::Child,
@@ -25,15 +25,20 @@ struct Bouncer {
 impl Bouncer {
     /// A bouncer in `mode` in front of `db`'s cluster, and `db`'s URL through it.
     async fn in_front_of(db: &TestDb, mode: &str) -> (Bouncer, String) {
+        Self::with_settings(db, mode, "").await
+    }
+
+    /// Like [`Bouncer::in_front_of`], with more `[pgbouncer]` settings (ini lines).
+    pub async fn with_settings(db: &TestDb, mode: &str, settings: &str) -> (Bouncer, String) {
         let pg_port = db.addr().port();
-        let bouncer = Bouncer::start(pg_port, mode).await;
+        let bouncer = Bouncer::start(pg_port, mode, settings).await;
         let url = db
             .url
             .replace(&format!(":{pg_port}/"), &format!(":{}/", bouncer.port));
         (bouncer, url)
     }
 
-    async fn start(pg_port: u16, mode: &str) -> Bouncer {
+    async fn start(pg_port: u16, mode: &str, settings: &str) -> Bouncer {
         // As root, PgBouncer runs as `postgres` (it refuses root), which must write here.
         let dir = scratch_dir(&format!("pgbouncer-{mode}"), 0o777);
         let port = free_port();
@@ -46,7 +51,7 @@ impl Bouncer {
                  [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n\
                  unix_socket_dir =\nauth_type = trust\nauth_file = {users}\n\
                  pool_mode = {mode}\ndefault_pool_size = {size}\nmax_client_conn = 100\n\
-                 logfile = {log}\npidfile = {pid}\n",
+                 logfile = {log}\npidfile = {pid}\n{settings}",
                 // Session mode holds a server connection per client connection;
                 // in transaction mode, 8 service connections share 2.
                 size = if mode == "session" { 20 } else { 2 },

@@ -339,8 +339,14 @@ impl OwnCluster {
         self.pg_sh(&format!("stop_cluster '{}'", self.data())).await;
     }
 
-    fn data(&self) -> String {
+    /// The data directory.
+    pub fn data(&self) -> String {
         self.dir.join("data").display().to_string()
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Run `script` after sourcing `scripts/pg.sh`; panics when it fails.

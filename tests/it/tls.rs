@@ -1,0 +1,376 @@
+//! TLS to the database with libpq's `sslmode`, `sslrootcert`, `sslcert` and
+//! `sslkey`: against a cluster of the test's own with `ssl = on` and only
+//! `hostssl` lines in pg_hba.conf, with a CA and certificates the test makes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use featurepipe::db::{connection_config, Pooler};
+use featurepipe::AppState;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use serde_json::json;
+use tokio_postgres::Client;
+
+use crate::poolers::Bouncer;
+use crate::support::{config, connect, point, scratch_dir, OwnCluster, TestApp, TestDb};
+
+const SETUP: &str =
+    "CREATE TABLE pts (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));";
+
+/// A certificate authority made for the test.
+struct Ca(CertifiedIssuer<'static, KeyPair>);
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        Ca(CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap())
+    }
+
+    /// A certificate for common name `cn` and the host names `names`: (certificate, key), PEM.
+    fn sign(&self, cn: &str, names: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let cert = params.signed_by(&key, &self.0).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+/// Write `text` to `path` with `mode`, owned like `owner` (the server, running
+/// as `postgres` under root, must own its key and read its certificates).
+fn write_owned(path: &Path, text: &str, mode: u32, owner: &Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::fs::write(path, text).unwrap();
+    let meta = std::fs::metadata(owner).unwrap();
+    std::os::unix::fs::chown(path, Some(meta.uid()), Some(meta.gid())).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A PostGIS cluster that takes TLS connections only; its certificate names
+/// `localhost` alone and is signed by `ca.pem`. The role `certuser` logs in
+/// with a client certificate only.
+struct TlsServer {
+    cluster: OwnCluster,
+    /// ca.pem, other-ca.pem (a CA that signed nothing here), client.crt, client.key.
+    files: Scratch,
+}
+
+impl TlsServer {
+    async fn start() -> TlsServer {
+        let cluster = OwnCluster::start().await;
+        let admin = connect(&cluster.url()).await;
+        admin
+            .batch_execute(&format!(
+                "CREATE EXTENSION postgis; CREATE ROLE certuser LOGIN SUPERUSER; {SETUP}"
+            ))
+            .await
+            .unwrap();
+        let ca = Ca::new("featurepipe test CA");
+        let data = PathBuf::from(cluster.data());
+        let (cert, key) = ca.sign("localhost", &["localhost"]);
+        write_owned(&data.join("server.crt"), &cert, 0o644, &data);
+        write_owned(&data.join("server.key"), &key, 0o600, &data);
+        write_owned(&data.join("ca.crt"), &ca.0.pem(), 0o644, &data);
+        let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
+        conf.push_str(
+            "\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n\
+             ssl_ca_file = 'ca.crt'\n",
+        );
+        write_owned(&data.join("postgresql.conf"), &conf, 0o600, &data);
+        write_owned(
+            &data.join("pg_hba.conf"),
+            "hostssl all certuser 127.0.0.1/32 cert\nhostssl all all 127.0.0.1/32 trust\n",
+            0o600,
+            &data,
+        );
+        cluster.stop().await;
+        cluster.start_again().await;
+
+        let files = Scratch(scratch_dir("tls", 0o700));
+        let other = Ca::new("a CA nobody here uses");
+        let (cert, key) = ca.sign("certuser", &[]);
+        for (name, text) in [
+            ("ca.pem", ca.0.pem()),
+            ("other-ca.pem", other.0.pem()),
+            ("client.crt", cert),
+            ("client.key", key),
+        ] {
+            std::fs::write(files.0.join(name), text).unwrap();
+        }
+        TlsServer { cluster, files }
+    }
+
+    /// A file of `files`, as a URL parameter value.
+    fn file(&self, name: &str) -> String {
+        self.files.file(name)
+    }
+
+    /// `postgres://user@host:port/postgres?params`.
+    fn url(&self, user: &str, host: &str, params: &str) -> String {
+        let port = self.cluster.port();
+        format!("postgres://{user}@{host}:{port}/postgres?{params}")
+    }
+
+    /// `verify-full` to `localhost` with the right CA.
+    fn verified_url(&self, user: &str) -> String {
+        let ca = self.file("ca.pem");
+        self.url(
+            user,
+            "localhost",
+            &format!("sslmode=verify-full&sslrootcert={ca}"),
+        )
+    }
+}
+
+/// A scratch directory, removed when dropped (a failed test too).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    /// The path of `name` in it, as a URL parameter value.
+    fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+/// A connection made the way the service makes its own.
+async fn tls_connect(url: &str) -> Client {
+    let (config, _, connector) = connection_config(url).unwrap();
+    let (client, conn) = config.connect(connector).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// The service started on `url`, or why it refuses to start.
+async fn start(url: &str) -> Result<AppState, String> {
+    let mut config = config(url);
+    // Long enough that a refusal that were retried would show as a timeout
+    // message, not as the one asserted.
+    config.db.startup_timeout = Duration::from_secs(5);
+    AppState::start(&config).await.map_err(|e| e.to_string())
+}
+
+/// Whether the connection that `state` hands out is encrypted, and as whom it logged in.
+async fn session_of(state: &AppState) -> (bool, Option<String>, String) {
+    let client = state.db.connection().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT ssl, client_dn, current_user::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// A feature written and read back through `app`.
+async fn write_and_read(app: &TestApp, name: &str) {
+    let r = app
+        .post("pts", &point(1.0, 2.0, json!({ "name": name })))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let id = r.body["ids"][0].clone();
+    let r = app.get(&format!("/collections/pts/items/{id}")).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body["properties"]["name"], name);
+    let sql = format!("SELECT count(*) FROM pts WHERE name = '{name}'");
+    assert_eq!(app.db.int(&sql).await, 1);
+}
+
+#[tokio::test]
+async fn a_tls_only_server_takes_verified_connections_and_client_certificates() {
+    let server = TlsServer::start().await;
+
+    // verify-full: the right CA and the host name the certificate names.
+    let url = server.verified_url("postgres");
+    let app = TestApp::on(
+        TestDb {
+            client: tls_connect(&url).await,
+            url: url.clone(),
+        },
+        config(&url),
+    )
+    .await;
+    write_and_read(&app, "verify-full").await;
+    assert_eq!(
+        session_of(&app.state).await,
+        (true, None, "postgres".into())
+    );
+    // Every session of the service's is encrypted.
+    let plain = "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) \
+                 WHERE application_name = 'featurepipe' AND NOT ssl";
+    assert_eq!(app.db.int(plain).await, 0);
+
+    // require: encrypted, the certificate not checked (the host name does
+    // not match, and no CA is given).
+    let state = start(&server.url("postgres", "127.0.0.1", "sslmode=require"))
+        .await
+        .unwrap();
+    assert!(session_of(&state).await.0);
+    // verify-ca: the CA is checked, the host name (127.0.0.1) is not.
+    let ca = server.file("ca.pem");
+    let url = server.url(
+        "postgres",
+        "127.0.0.1",
+        &format!("sslmode=verify-ca&sslrootcert={ca}"),
+    );
+    assert!(session_of(&start(&url).await.unwrap()).await.0);
+
+    // A client certificate (pg_hba: `hostssl … cert`), in the key-value form.
+    let url = format!(
+        "host=localhost port={} user=certuser dbname=postgres sslmode=verify-full \
+         sslrootcert='{ca}' sslcert='{}' sslkey='{}'",
+        server.cluster.port(),
+        server.file("client.crt"),
+        server.file("client.key"),
+    );
+    let app = TestApp::on(
+        TestDb {
+            client: tls_connect(&url).await,
+            url: url.clone(),
+        },
+        config(&url),
+    )
+    .await;
+    write_and_read(&app, "client-cert").await;
+    assert_eq!(
+        session_of(&app.state).await,
+        (true, Some("/CN=certuser".into()), "certuser".into())
+    );
+}
+
+#[tokio::test]
+async fn start_up_refuses_what_tls_forbids_and_says_what_to_set() {
+    let server = TlsServer::start().await;
+
+    // The certificate names localhost, not 127.0.0.1.
+    let ca = server.file("ca.pem");
+    let url = server.url(
+        "postgres",
+        "127.0.0.1",
+        &format!("sslmode=verify-full&sslrootcert={ca}"),
+    );
+    let e = start(&url).await.err().expect("wrong host name refused");
+    assert!(
+        e.contains("certificate is not valid for host 127.0.0.1 (it names localhost)")
+            && e.contains("sslmode=verify-ca"),
+        "{e}"
+    );
+
+    // A CA that did not sign the server's certificate, with both verify modes.
+    let other = server.file("other-ca.pem");
+    for mode in ["verify-full", "verify-ca"] {
+        let url = server.url(
+            "postgres",
+            "localhost",
+            &format!("sslmode={mode}&sslrootcert={other}"),
+        );
+        let e = start(&url).await.err().expect("unknown CA refused");
+        assert!(
+            e.contains(&format!(
+                "certificate is not signed by a CA in sslrootcert={other} (sslmode={mode})"
+            )) && e.contains("set sslrootcert"),
+            "{e}"
+        );
+    }
+
+    // No sslrootcert: the system's roots, which do not hold the test's CA.
+    let e = start(&server.url("postgres", "localhost", "sslmode=verify-full"))
+        .await
+        .err()
+        .expect("a CA the system does not trust refused");
+    assert!(
+        e.contains("the system's root certificates") && e.contains("set sslrootcert"),
+        "{e}"
+    );
+
+    // Unencrypted: pg_hba.conf has only hostssl lines.
+    let e = start(&server.url("postgres", "localhost", "sslmode=disable"))
+        .await
+        .err()
+        .expect("plain refused");
+    assert!(
+        e.contains("no encryption") && e.contains("set sslmode=verify-full (or require)"),
+        "{e}"
+    );
+
+    // certuser without its client certificate.
+    let e = start(&server.verified_url("certuser"))
+        .await
+        .err()
+        .expect("no client certificate refused");
+    assert!(e.contains("set sslcert and sslkey"), "{e}");
+}
+
+#[tokio::test]
+async fn prefer_connects_unencrypted_to_a_server_without_tls() {
+    // The shared test cluster runs without ssl.
+    let db = TestDb::new(SETUP).await;
+    let url = format!("{}?sslmode=prefer", db.url);
+    let app = TestApp::on(db, config(&url)).await;
+    write_and_read(&app, "prefer").await;
+    assert!(!session_of(&app.state).await.0);
+
+    // require, though, is refused at once with what to do.
+    let e = start(&url.replace("prefer", "require"))
+        .await
+        .err()
+        .expect("require refused");
+    assert!(
+        e.contains("does not accept TLS, and sslmode=require needs it"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn pgbouncer_takes_tls_with_the_same_parameters() {
+    let db = TestDb::new(SETUP).await;
+    // PgBouncer runs as `postgres` under root and must read these.
+    let dir = Scratch(scratch_dir("tls-bouncer", 0o755));
+    let ca = Ca::new("featurepipe test CA");
+    let (cert, key) = ca.sign("localhost", &["localhost"]);
+    for (name, text) in [
+        ("ca.pem", ca.0.pem()),
+        ("server.crt", cert),
+        ("server.key", key),
+    ] {
+        write_owned(&dir.0.join(name), &text, 0o644, &dir.0);
+    }
+    let file = |name: &str| dir.file(name);
+    let settings = format!(
+        "client_tls_sslmode = require\nclient_tls_cert_file = {}\nclient_tls_key_file = {}\n",
+        file("server.crt"),
+        file("server.key")
+    );
+    let (_bouncer, url) = Bouncer::with_settings(&db, "session", &settings).await;
+    let url = url.replace("@127.0.0.1:", "@localhost:");
+    let params = |mode: &str| format!("{url}?sslmode={mode}&sslrootcert={}", file("ca.pem"));
+
+    // Plain is refused by PgBouncer, so a connection that works is encrypted.
+    let e = start(&params("disable"))
+        .await
+        .err()
+        .expect("plain refused");
+    assert!(
+        e.contains("SSL required") && e.contains("set sslmode=verify-full"),
+        "{e}"
+    );
+    let e = start(&params("verify-full").replace("@localhost:", "@127.0.0.1:"))
+        .await
+        .err()
+        .expect("wrong host name refused");
+    assert!(e.contains("not valid for host 127.0.0.1"), "{e}");
+
+    let mut config = config(&params("verify-full"));
+    config.db.pooler = Pooler::Session;
+    let app = TestApp::on(db, config).await;
+    write_and_read(&app, "through-pgbouncer").await;
+}
