@@ -105,6 +105,7 @@ pub struct Database {
     retry: Retry,
     pooler: Pooler,
     tls: Arc<tls::TlsOptions>,
+    connector: MakeRustlsConnect,
 }
 
 /// What sits between the service and PostgreSQL (`FEATUREPIPE_POOLER`).
@@ -161,7 +162,7 @@ impl Database {
         }
         let manager = Manager::from_config(
             config,
-            connector,
+            connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -191,7 +192,13 @@ impl Database {
             retry: Retry { retries: 0 },
             pooler,
             tls: Arc::new(tls_options),
+            connector,
         })
+    }
+
+    /// The TLS connector of this database's connections, for cancel requests.
+    pub fn connector(&self) -> MakeRustlsConnect {
+        self.connector.clone()
     }
 
     /// How this database's statements are prepared: cached on the

@@ -212,7 +212,7 @@ pub async fn run(
     batch_size: usize,
     idempotency: Option<&Idempotency>,
 ) -> Result<SessionReport, ApiError> {
-    let client = TxGuard::new(db.connection().await?);
+    let client = TxGuard::new(db.connection().await?, db.connector());
     let statements = match idempotency {
         Some(_) => Some(prepare_keyed(&client, db.naming()).await?),
         None => None,

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use deadpool_postgres::Object;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Derefs to the connection; if dropped while a transaction may be open (a
 /// request cut short by its deadline or its client), the statement in flight
@@ -13,14 +14,17 @@ use deadpool_postgres::Object;
 pub struct TxGuard {
     client: Option<Object>,
     open: AtomicBool,
+    /// How a cancel request reaches the server: as the connection did (TLS or not).
+    connector: MakeRustlsConnect,
 }
 
 impl TxGuard {
     /// Guard a connection that is not in a transaction.
-    pub fn new(client: Object) -> Self {
+    pub fn new(client: Object, connector: MakeRustlsConnect) -> Self {
         TxGuard {
             client: Some(client),
             open: AtomicBool::new(false),
+            connector,
         }
     }
 
@@ -41,9 +45,10 @@ impl Drop for TxGuard {
     fn drop(&mut self) {
         if let (true, Some(client)) = (*self.open.get_mut(), self.client.take()) {
             let cancel = client.cancel_token();
+            let connector = self.connector.clone();
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move {
-                    if let Err(e) = cancel.cancel_query(tokio_postgres::NoTls).await {
+                    if let Err(e) = cancel.cancel_query(connector).await {
                         tracing::warn!(error = %e, "cancelling the statement of an abandoned transaction failed");
                     }
                 });

@@ -201,7 +201,7 @@ async fn keyed_query_one(
     let params = params(leading, values);
     db.retry()
         .run(|| async {
-            let client = TxGuard::new(db.connection().await?);
+            let client = TxGuard::new(db.connection().await?, db.connector());
             let statements = prepare_keyed(&client, db.naming()).await?;
             let statement = prepare(&client, sql, db.naming())
                 .await

@@ -223,7 +223,7 @@ impl Request<'_> {
         if let Some(copy) =
             copy::copy_plan(self.coll, self.plan, self.srid).filter(|_| wants_copy && copy_allowed)
         {
-            let client = TxGuard::new(db.connection().await?);
+            let client = TxGuard::new(db.connection().await?, db.connector());
             let keyed = self.prepare_keyed(&client, db).await?;
             match (copy::Copy {
                 job: self.job(&client, keyed.as_ref(), db),
@@ -244,7 +244,7 @@ impl Request<'_> {
                 }
             }
         }
-        let client = TxGuard::new(db.connection().await?);
+        let client = TxGuard::new(db.connection().await?, db.connector());
         let keyed = self.prepare_keyed(&client, db).await?;
         Insert {
             job: self.job(&client, keyed.as_ref(), db),
