@@ -17,6 +17,7 @@ use crate::session::report::SessionReport;
 use crate::session::{self, input, Mode, Operation, Step};
 use crate::write::dberror::refusal;
 use crate::write::idempotency::Idempotency;
+use crate::write::report::BatchStatus;
 
 /// The `mode` query parameter; `f` (only `json`) is taken too where `with_f`.
 pub fn mode(query: Option<&str>, with_f: bool) -> Result<Mode, ApiError> {
@@ -71,8 +72,18 @@ pub async fn answer(
 }
 
 /// The problem of an atomic session that failed: its first failure (of an
-/// operation, or at COMMIT), with the report attached.
+/// operation, or at COMMIT), with the report attached. A session whose
+/// connection was lost after COMMIT was sent may have been written: that is
+/// an unknown outcome, never "nothing was written".
 fn rolled_back(status: StatusCode, report: &SessionReport) -> ApiError {
+    let attached = serde_json::to_value(report).unwrap_or_default();
+    if report
+        .batches
+        .iter()
+        .any(|b| b.status == BatchStatus::Unknown)
+    {
+        return ApiError::outcome_unknown().with_report(attached);
+    }
     let first = report
         .results
         .iter()
@@ -81,8 +92,7 @@ fn rolled_back(status: StatusCode, report: &SessionReport) -> ApiError {
         .into_iter()
         .collect();
     let detail = "an operation failed; the session was rolled back and nothing was written";
-    refusal(status, detail.into(), first)
-        .with_report(serde_json::to_value(report).unwrap_or_default())
+    refusal(status, detail.into(), first).with_report(attached)
 }
 
 #[utoipa::path(

@@ -362,7 +362,9 @@ impl<'a> Session<'a> {
     }
 
     /// Send a flight of messages and read every answer, in order.
-    async fn flight(&self, msgs: &[Msg]) -> Vec<Result<Done, Error>> {
+    /// The answers, and whether the last message went out (a connection
+    /// already closed refuses it unsent).
+    async fn flight(&self, msgs: &[Msg]) -> (Vec<Result<Done, Error>>, bool) {
         let calls: Vec<Call<'_, Result<Done, Error>>> =
             msgs.iter()
                 .map(|msg| match msg {
@@ -375,11 +377,12 @@ impl<'a> Session<'a> {
                 .collect();
         let mut calls = Calls::new(calls);
         calls.send_all().await;
+        let last_sent = !calls.last_refused_at_send();
         let mut answers = Vec::with_capacity(msgs.len());
         while let Some(answer) = calls.next().await {
             answers.push(answer);
         }
-        answers
+        (answers, last_sent)
     }
 
     /// Forget expired keys (`claim` false) or claim the request's key.
@@ -447,8 +450,18 @@ impl<'a> Session<'a> {
         }
         self.client.set_open(true);
         let started = Instant::now();
-        let mut answers = self.flight(&msgs).await.into_iter();
-        check_control(answers.next(), "starting the transaction")?;
+        let (answers, commit_sent) = self.flight(&msgs).await;
+        let mut answers = answers.into_iter();
+        let everything = 0..self.operations.len();
+        match answers.next() {
+            // Lost with the whole flight, COMMIT included, sent.
+            Some(Err(e)) if self.keyed.is_none() && commit_sent && e.as_db_error().is_none() => {
+                self.client.set_open(false);
+                outcome.lost_with_commit(everything, 0..batches.len());
+                return Ok(());
+            }
+            begin => check_control(begin, "starting the transaction")?,
+        }
         if self.keyed.is_some() {
             check_control(answers.next(), "forgetting expired idempotency keys")?;
             if let Some(Err(e)) = answers.next() {
@@ -461,10 +474,9 @@ impl<'a> Session<'a> {
             }
             outcome.batch_time(b, started.elapsed());
         }
-        let everything = 0..self.operations.len();
         let commit = match self.keyed {
             None => answers.next(),
-            Some(_) if outcome.failed() => self.flight(&[Msg::Sql("ROLLBACK")]).await.pop(),
+            Some(_) if outcome.failed() => self.flight(&[Msg::Sql("ROLLBACK")]).await.0.pop(),
             Some(keyed) => {
                 self.store_and_commit(keyed, outcome, mode, batches.len())
                     .await;
@@ -509,7 +521,7 @@ impl<'a> Session<'a> {
         }
         self.client.set_open(true);
         let started = Instant::now();
-        let mut answers = self.flight(&msgs).await.into_iter();
+        let mut answers = self.flight(&msgs).await.0.into_iter();
         for (b, batch) in batches.iter().enumerate() {
             check_control(answers.next(), "starting a batch")?;
             for k in batch.clone() {
@@ -551,7 +563,7 @@ impl<'a> Session<'a> {
                 msgs.extend(op.steps.clone().map(Msg::Step));
                 msgs.push(Msg::Sql("RELEASE SAVEPOINT featurepipe_op"));
             }
-            let mut answers = self.flight(&msgs).await.into_iter();
+            let mut answers = self.flight(&msgs).await.0.into_iter();
             check_lead(&lead, &mut answers, "continuing the session")?;
             let start = from;
             from = end;
@@ -577,7 +589,7 @@ impl<'a> Session<'a> {
         if self.keyed.is_none() {
             msgs.push(Msg::Sql("COMMIT"));
         }
-        let mut answers = self.flight(&msgs).await.into_iter();
+        let mut answers = self.flight(&msgs).await.0.into_iter();
         check_lead(&lead, &mut answers, "undoing the last failure")?;
         outcome.batch_time(0, started.elapsed());
         if let Some(keyed) = self.keyed {

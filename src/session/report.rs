@@ -141,6 +141,20 @@ impl Outcome {
         }
     }
 
+    /// The connection was lost after a flight that ended in COMMIT went out,
+    /// before any answer: every operation of `ops` (batches `batches`) may or
+    /// may not have been committed.
+    pub fn lost_with_commit(&mut self, ops: Range<usize>, batches: Range<usize>) {
+        self.failure
+            .get_or_insert(axum::http::StatusCode::BAD_GATEWAY);
+        for r in &mut self.results[ops] {
+            r.status = OpStatus::Unknown;
+        }
+        for b in &mut self.batches[batches] {
+            b.status = BatchStatus::Unknown;
+        }
+    }
+
     /// Read operation `k`'s answers (one per statement); false if it failed.
     pub fn record(
         &mut self,
