@@ -68,7 +68,20 @@ pub async fn answer(
         Mode::Atomic => state.db.retry().run(attempt).await?,
         Mode::Batch | Mode::Skip => attempt().await?,
     };
+    if lost_after_commit(&report) {
+        let attached = serde_json::to_value(&report).unwrap_or_default();
+        return Err(ApiError::outcome_unknown().with_report(attached));
+    }
     Ok((StatusCode::OK, Json(report)).into_response())
+}
+
+/// Whether the connection was lost after a COMMIT went out: some batch may or
+/// may not have been written.
+fn lost_after_commit(report: &SessionReport) -> bool {
+    report
+        .batches
+        .iter()
+        .any(|b| b.status == BatchStatus::Unknown)
 }
 
 /// The problem of an atomic session that failed: its first failure (of an
@@ -77,11 +90,7 @@ pub async fn answer(
 /// an unknown outcome, never "nothing was written".
 fn rolled_back(status: StatusCode, report: &SessionReport) -> ApiError {
     let attached = serde_json::to_value(report).unwrap_or_default();
-    if report
-        .batches
-        .iter()
-        .any(|b| b.status == BatchStatus::Unknown)
-    {
+    if lost_after_commit(report) {
         return ApiError::outcome_unknown().with_report(attached);
     }
     let first = report

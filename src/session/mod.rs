@@ -521,9 +521,19 @@ impl<'a> Session<'a> {
         }
         self.client.set_open(true);
         let started = Instant::now();
-        let mut answers = self.flight(&msgs).await.0.into_iter();
+        let (answers, commits_sent) = self.flight(&msgs).await;
+        let mut answers = answers.into_iter();
         for (b, batch) in batches.iter().enumerate() {
-            check_control(answers.next(), "starting a batch")?;
+            match answers.next() {
+                // Lost with this and every later batch's COMMIT sent.
+                Some(Err(e)) if commits_sent && e.as_db_error().is_none() => {
+                    self.client.set_open(false);
+                    let later = batch.start..self.operations.len();
+                    outcome.lost_with_commit(later, b..batches.len());
+                    return Ok(());
+                }
+                begin => check_control(begin, "starting a batch")?,
+            }
             for k in batch.clone() {
                 outcome.record(k, &self.operations[k], &mut answers, self.steps);
             }
@@ -589,8 +599,17 @@ impl<'a> Session<'a> {
         if self.keyed.is_none() {
             msgs.push(Msg::Sql("COMMIT"));
         }
-        let mut answers = self.flight(&msgs).await.0.into_iter();
-        check_lead(&lead, &mut answers, "undoing the last failure")?;
+        let (answers, commit_sent) = self.flight(&msgs).await;
+        let mut answers = answers.into_iter();
+        if let Err(lost) = check_lead(&lead, &mut answers, "undoing the last failure") {
+            if self.keyed.is_some() || !commit_sent || !self.client.is_closed() {
+                return Err(lost);
+            }
+            // Lost with the COMMIT sent: what was written may be committed.
+            self.client.set_open(false);
+            outcome.lost_with_commit(0..self.operations.len(), 0..1);
+            return Ok(());
+        }
         outcome.batch_time(0, started.elapsed());
         if let Some(keyed) = self.keyed {
             self.store_and_commit(keyed, outcome, Mode::Skip, 1).await;

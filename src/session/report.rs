@@ -142,13 +142,18 @@ impl Outcome {
     }
 
     /// The connection was lost after a flight that ended in COMMIT went out,
-    /// before any answer: every operation of `ops` (batches `batches`) may or
-    /// may not have been committed.
+    /// before its answer: every operation of `ops` (batches `batches`) that
+    /// had not failed may or may not have been committed.
     pub fn lost_with_commit(&mut self, ops: Range<usize>, batches: Range<usize>) {
         self.failure
             .get_or_insert(axum::http::StatusCode::BAD_GATEWAY);
         for r in &mut self.results[ops] {
-            r.status = OpStatus::Unknown;
+            if r.status != OpStatus::Failed {
+                r.status = OpStatus::Unknown;
+                r.ids = None;
+                r.etag = None;
+                r.deleted = None;
+            }
         }
         for b in &mut self.batches[batches] {
             b.status = BatchStatus::Unknown;

@@ -286,38 +286,42 @@ async fn a_connection_lost_after_commit_was_sent_is_an_unknown_outcome() {
 
 #[tokio::test]
 async fn an_edit_session_whose_commit_is_lost_is_an_unknown_outcome() {
-    let db =
-        TestDb::new("CREATE TABLE lost (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))")
-            .await;
-    let (proxy, mut config) = via_proxy(&db, Duration::ZERO).await;
-    config.pool_size = 1;
-    let app = TestApp::on(db, config).await;
-    let operations: Vec<_> = (0..3)
-        .map(|i| json!({"op": "insert", "collection": "lost", "feature": point(0.0, 0.0, json!({"n": i}))}))
-        .collect();
-    let body = json!({ "operations": operations }).to_string();
-    let headers = [("content-type", "application/json")];
-    // The server gets the COMMIT; the service never gets its answer.
-    proxy.cut_after_next_commit();
-    let r = app
-        .send("POST", "/transactions", &headers, Some(body.clone()))
+    for mode in ["atomic", "batch", "skip"] {
+        let db = TestDb::new(
+            "CREATE TABLE lost (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))",
+        )
         .await;
-    assert_eq!(r.status, 502, "{r:?}");
-    assert_eq!(r.body["type"], "urn:featurepipe:problem:outcome-unknown");
-    let detail = r.body["detail"].as_str().unwrap();
-    assert!(!detail.contains("nothing was written"), "{detail}");
-    assert_eq!(r.body["report"]["batches"][0]["status"], "unknown", "{r:?}");
-    let mut count = 0;
-    for _ in 0..1000 {
-        count = app.db.int("SELECT count(*) FROM lost").await;
-        if count == 3 {
-            break;
+        let (proxy, mut config) = via_proxy(&db, Duration::ZERO).await;
+        config.pool_size = 1;
+        let app = TestApp::on(db, config).await;
+        let operations: Vec<_> = (0..3)
+            .map(|i| json!({"op": "insert", "collection": "lost", "feature": point(0.0, 0.0, json!({"n": i}))}))
+            .collect();
+        let body = json!({ "operations": operations }).to_string();
+        let headers = [("content-type", "application/json")];
+        let path = format!("/transactions?mode={mode}");
+        // The server gets the COMMIT; the service never gets its answer.
+        proxy.cut_after_next_commit();
+        let r = app.send("POST", &path, &headers, Some(body.clone())).await;
+        assert_eq!(r.status, 502, "{mode}: {r:?}");
+        assert_eq!(r.body["type"], "urn:featurepipe:problem:outcome-unknown");
+        let detail = r.body["detail"].as_str().unwrap();
+        assert!(!detail.contains("nothing was written"), "{detail}");
+        let report = &r.body["report"];
+        assert_eq!(report["batches"][0]["status"], "unknown", "{mode}: {r:?}");
+        for result in report["results"].as_array().unwrap() {
+            assert_eq!(result["status"], "unknown", "{mode}: {r:?}");
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut count = 0;
+        for _ in 0..1000 {
+            count = app.db.int("SELECT count(*) FROM lost").await;
+            if count == 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(count, 3, "{mode}: the server did commit");
+        let r = app.send("POST", &path, &headers, Some(body)).await;
+        assert_eq!(r.status, 200, "{mode}: {r:?}");
     }
-    assert_eq!(count, 3, "the server did commit");
-    let r = app
-        .send("POST", "/transactions", &headers, Some(body))
-        .await;
-    assert_eq!(r.status, 200, "{r:?}");
 }
