@@ -88,7 +88,12 @@ impl KeyedItem {
         };
         store_response_and_commit(&self.client, keyed, answer)
             .await
-            .map_err(|e| request_error("storing the response under the Idempotency-Key", &e))?;
+            .map_err(|e| match e.as_db_error() {
+                Some(_) => request_error("storing the response under the Idempotency-Key", &e),
+                // Lost with the COMMIT sent: the change may stand. A retry
+                // with the same key is answered from what was stored.
+                None => ApiError::outcome_unknown(),
+            })?;
         self.client.set_open(false);
         Ok(())
     }

@@ -325,3 +325,54 @@ async fn an_edit_session_whose_commit_is_lost_is_an_unknown_outcome() {
         assert_eq!(r.status, 200, "{mode}: {r:?}");
     }
 }
+
+#[tokio::test]
+async fn a_keyed_change_whose_commit_is_lost_is_an_unknown_outcome() {
+    let db = TestDb::new(
+        "CREATE TABLE lost (id serial PRIMARY KEY, n int, geom geometry(Point, 4326));
+         INSERT INTO lost (n, geom) VALUES (0, 'SRID=4326;POINT(0 0)');",
+    )
+    .await;
+    let (proxy, mut config) = via_proxy(&db, Duration::ZERO).await;
+    config.pool_size = 1;
+    let app = TestApp::on(db, config).await;
+    let headers = [
+        ("content-type", "application/merge-patch+json"),
+        ("idempotency-key", "lost-patch-1"),
+    ];
+    let patch = Some(json!({"properties": {"n": 7}}).to_string());
+    // The server gets the COMMIT; the service never gets its answer.
+    proxy.cut_after_next_commit();
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/lost/items/1",
+            &headers,
+            patch.clone(),
+        )
+        .await;
+    assert_eq!(r.status, 502, "{r:?}");
+    assert_eq!(r.body["type"], "urn:featurepipe:problem:outcome-unknown");
+    assert!(r.headers.get("retry-after").is_none());
+    let mut n = 0;
+    for _ in 0..1000 {
+        n = app.db.int("SELECT n::int8 FROM lost WHERE id = 1").await;
+        if n == 7 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(n, 7, "the server did commit");
+    // The retry with the same key is answered from what was stored.
+    let r = app
+        .send("PATCH", "/collections/lost/items/1", &headers, patch)
+        .await;
+    assert!(r.status.is_success(), "{r:?}");
+    assert_eq!(
+        r.headers
+            .get("idempotent-replayed")
+            .map(|v| v.to_str().unwrap()),
+        Some("true"),
+        "{r:?}"
+    );
+}
