@@ -31,6 +31,7 @@ build:
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
+	scripts/check-doc-links.py
 
 fmt:
 	cargo fmt
