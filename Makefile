@@ -28,12 +28,13 @@ bench-parse:
 build:
 	cargo build --release
 
+# The whole workspace: the service and the test proxy (crates/latency-proxy).
 lint:
-	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
 
 fmt:
-	cargo fmt
+	cargo fmt --all
 
 # Regenerate the committed OpenAPI document from the code (a test checks they agree).
 openapi:
