@@ -64,4 +64,3 @@ async fn an_operators_mimalloc_setting_still_wins() {
         "largest committed mapping {committed} MiB"
     );
 }
-
