@@ -7,6 +7,8 @@ COPY migrations migrations
 COPY openapi openapi
 COPY assets assets
 COPY benches benches
+# A workspace member (the test proxy): cargo reads every member's manifest.
+COPY crates crates
 RUN cargo build --release --locked --bin featurepipe
 
 FROM debian:bookworm-slim

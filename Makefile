@@ -28,13 +28,14 @@ bench-parse:
 build:
 	cargo build --release
 
+# The whole workspace: the service and the test proxy (crates/latency-proxy).
 lint:
-	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
 	scripts/check-doc-links.py
 
 fmt:
-	cargo fmt
+	cargo fmt --all
 
 # Regenerate the committed OpenAPI document from the code (a test checks they agree).
 openapi:

@@ -15,7 +15,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use featurepipe::geometry::{encode_ewkb, GeometryColumn};
-use featurepipe::proxy::Proxy;
+use featurepipe_proxy::Proxy;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

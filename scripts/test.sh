@@ -24,4 +24,5 @@ pg_psql "$port" -d postgres -c "CREATE DATABASE featurepipe_template"
 pg_psql "$port" -d featurepipe_template -c "CREATE EXTENSION postgis"
 export FEATUREPIPE_TEST_PG="postgres://postgres@127.0.0.1:$port"
 echo "test cluster: $FEATUREPIPE_TEST_PG (data in $cluster_dir)"
-cargo test --all-targets "$@"
+# --workspace: the test proxy (crates/latency-proxy) has unit tests of its own.
+cargo test --workspace --all-targets "$@"

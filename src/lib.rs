@@ -11,7 +11,6 @@ pub mod db;
 pub mod error;
 pub mod feature;
 pub mod geometry;
-pub mod proxy;
 pub mod push;
 pub mod read;
 pub mod server;

@@ -45,30 +45,36 @@ enum Command {
     Push(Box<PushArgs>),
 }
 
-/// mimalloc reads its options from the environment before `main` runs. By
-/// default it commits whole arenas up front, which put the peak of a 64 MiB
-/// request ~35 MiB higher; unless the operator chose otherwise, restart this
-/// process once with arenas committed as they are used.
-#[cfg(unix)]
-fn lazy_allocator_commit() {
-    use std::os::unix::process::CommandExt;
-    const OPTION: &str = "MIMALLOC_ARENA_EAGER_COMMIT";
-    if std::env::var_os(OPTION).is_some() {
-        return;
+/// mimalloc reserves its first arena before `main` runs, committing it whole
+/// by default, which put the peak of a 64 MiB request ~35 MiB higher. So the
+/// default becomes "commit as used" before anything allocates: an ELF
+/// constructor of priority 99 runs ahead of mimalloc's own (101) and of every
+/// default one. `MIMALLOC_ARENA_EAGER_COMMIT` in the environment still wins:
+/// mimalloc reads it afterwards and a default does not override it.
+#[cfg(target_os = "linux")]
+mod lazy_allocator_commit {
+    use std::ffi::{c_int, c_long};
+
+    /// `mi_option_arena_eager_commit` in mimalloc 3's `mi_option_t` (mimalloc.h).
+    const ARENA_EAGER_COMMIT: c_int = 4;
+
+    extern "C" {
+        // In the mimalloc that the `mimalloc` crate links statically.
+        fn mi_option_set_default(option: c_int, value: c_long);
     }
-    let Ok(exe) = std::env::current_exe() else {
-        return;
-    };
-    let err = std::process::Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env(OPTION, "0")
-        .exec();
-    eprintln!("featurepipe: could not restart with {OPTION}=0 ({err}); continuing");
+
+    extern "C" fn set() {
+        // SAFETY: writes one entry of mimalloc's static option table; it
+        // allocates nothing and needs no initialised runtime.
+        unsafe { mi_option_set_default(ARENA_EAGER_COMMIT, 0) }
+    }
+
+    #[used]
+    #[link_section = ".init_array.00099"]
+    static SET: extern "C" fn() = set;
 }
 
 fn main() -> ExitCode {
-    #[cfg(unix)]
-    lazy_allocator_commit();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,5 +1,6 @@
 //! Integration tests against a real PostgreSQL + PostGIS (see `make test`).
 
+mod allocator;
 mod auth;
 mod bodies;
 mod catalog;
