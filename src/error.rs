@@ -193,6 +193,22 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail)
     }
 
+    /// 500 for a panic or an aborted task of the service; what failed stays
+    /// in the log, since a panic's text may describe internals.
+    pub fn failed() -> Self {
+        Self::internal(
+            "the service failed while answering this request; it was logged. If it was a \
+             write, check whether it took effect before sending it again",
+        )
+    }
+
+    /// [`ApiError::failed`] for the task doing `what` that did not finish
+    /// (its panic or cancellation logged, never answered).
+    pub fn task_failed(what: &str, err: &tokio::task::JoinError) -> Self {
+        tracing::error!(error = %err, "the task {what} failed");
+        Self::failed()
+    }
+
     /// 502 for a write whose connection to the database was lost after COMMIT
     /// was sent and before its answer: it may or may not have been written.
     /// No `Retry-After`: a blind retry could write everything twice.
@@ -276,5 +292,20 @@ impl IntoResponse for ApiError {
             headers.insert(name, value);
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_task_is_answered_without_its_panic_text() {
+        let joined = tokio::spawn(async { panic!("secret internals at 0xdead") }).await;
+        let err = ApiError::task_failed("writing", &joined.unwrap_err());
+        assert_eq!(err.0.http_status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!err.detail().contains("secret"), "{}", err.detail());
+        assert!(!err.detail().contains("panic"), "{}", err.detail());
+        assert_eq!(err.detail(), ApiError::failed().detail());
     }
 }

@@ -19,9 +19,10 @@ use crate::write::idempotency::{lookup, request_hash, Answer, Idempotency, Store
 use crate::write::item::KeyedItem;
 
 /// Memory for request bodies, shared by every request
-/// (`FEATUREPIPE_BODY_MEMORY`): a body holds room for its decompressed bytes
-/// from before they are read until it has been parsed, so that N large
-/// requests at once wait for each other instead of together exhausting memory.
+/// (`FEATUREPIPE_BODY_MEMORY`): a body holds room for the bytes it has
+/// received and decompressed to, as they come, until it has been parsed, so
+/// that N large requests at once wait for each other instead of together
+/// exhausting memory.
 #[derive(Clone)]
 pub struct BodyRoom {
     room: Arc<Semaphore>,
@@ -107,9 +108,8 @@ impl std::ops::Deref for BodyBytes {
     }
 }
 
-/// Read the whole body into one buffer sized from `Content-Length`, so that
-/// a large body is held once (collecting chunks and joining them would hold it
-/// twice). A gzip body (`Content-Encoding: gzip`) is decompressed, and the
+/// Read the whole body into one buffer (sized from `Content-Length`, up to
+/// [`CAPACITY_HINT`]). A gzip body (`Content-Encoding: gzip`) is decompressed, and the
 /// limit applies to what it decompresses to: a zip bomb is a 413, never an
 /// out-of-memory. Its bytes are counted in `room` as they arrive.
 pub async fn read_body(
@@ -133,28 +133,38 @@ pub async fn read_body(
         })?
 }
 
+/// The largest buffer a `Content-Length` alone makes us allocate before the
+/// bytes arrive: a header costs the client nothing.
+const CAPACITY_HINT: usize = 1 << 20;
+
+/// The bytes of one step of decompression.
+const GUNZIP_STEP: usize = 64 << 10;
+
+/// The 413 of a body over `max` bytes.
+fn too_large(max: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body-too-large",
+        format!("the body is larger than the limit of {max} bytes (FEATUREPIPE_MAX_BODY)"),
+    )
+}
+
 async fn read_all(
     headers: &HeaderMap,
     body: Body,
     max: usize,
     room: &BodyRoom,
 ) -> Result<BodyBytes, ApiError> {
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
-            format!("the body is larger than the limit of {max} bytes (FEATUREPIPE_MAX_BODY)"),
-        )
-    };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
+        return Err(too_large(max));
     }
+    // Room is held for bytes received, never for bytes announced: a client
+    // that announces a large body and sends nothing holds nothing.
     let mut held = Held::default();
-    room.hold(&mut held, declared.unwrap_or(0)).await?;
-    let mut buf = Vec::with_capacity(declared.unwrap_or(0));
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(CAPACITY_HINT));
     let mut chunks = body.into_data_stream();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|e| {
@@ -164,31 +174,35 @@ async fn read_all(
                 format!("cannot read the request body: {e}"),
             )
         })?;
-        if buf.len() + chunk.len() > max {
-            return Err(too_large());
-        }
-        room.hold(&mut held, buf.len() + chunk.len()).await?;
-        buf.extend_from_slice(&chunk);
+        append(room, &mut held, (&mut buf, 0), &chunk, max).await?;
     }
     let bytes = match content_encoding(headers)? {
         Encoding::Identity => buf,
         Encoding::Gzip => {
-            // Room for what it decompresses to as well, up to the limit.
-            room.hold(&mut held, buf.len() + max).await?;
-            let plain = gunzip(&buf, max).map_err(|e| match e {
-                Gunzip::TooLarge => too_large(),
-                Gunzip::Corrupt(e) => ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "unreadable-body",
-                    format!("the body is not valid gzip: {e}"),
-                ),
-            })?;
+            let plain = gunzip(&buf, max, room, &mut held).await?;
             drop(buf);
             held.shrink_to(plain.len());
             plain
         }
     };
     Ok(BodyBytes { bytes, _held: held })
+}
+
+/// Append `data` to `buf` (at most `max` bytes), first holding room for
+/// `base` other bytes and all of `buf` with it.
+async fn append(
+    room: &BodyRoom,
+    held: &mut Held,
+    (buf, base): (&mut Vec<u8>, usize),
+    data: &[u8],
+    max: usize,
+) -> Result<(), ApiError> {
+    if buf.len() + data.len() > max {
+        return Err(too_large(max));
+    }
+    room.hold(held, base + buf.len() + data.len()).await?;
+    buf.extend_from_slice(data);
+    Ok(())
 }
 
 enum Encoding {
@@ -219,24 +233,32 @@ fn content_encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
     }
 }
 
-enum Gunzip {
-    TooLarge,
-    Corrupt(std::io::Error),
-}
-
-/// Decompress at most `max` bytes; more is [`Gunzip::TooLarge`], found
-/// after reading one byte past the limit, so memory stays bounded.
-fn gunzip(compressed: &[u8], max: usize) -> Result<Vec<u8>, Gunzip> {
+/// Decompress at most `max` bytes, a step at a time, holding room for the
+/// compressed bytes and what they have decompressed to so far: a small body
+/// holds little, and a zip bomb is a 413 one step past the limit.
+async fn gunzip(
+    compressed: &[u8],
+    max: usize,
+    room: &BodyRoom,
+    held: &mut Held,
+) -> Result<Vec<u8>, ApiError> {
     use std::io::Read;
-    let mut out = Vec::with_capacity(compressed.len().saturating_mul(4).min(max));
-    flate2::read::MultiGzDecoder::new(compressed)
-        .take(max as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(Gunzip::Corrupt)?;
-    if out.len() > max {
-        return Err(Gunzip::TooLarge);
+    let mut decoder = flate2::read::MultiGzDecoder::new(compressed);
+    let mut out = Vec::with_capacity(compressed.len().saturating_mul(4).min(CAPACITY_HINT));
+    let mut step = vec![0; GUNZIP_STEP];
+    loop {
+        let n = decoder.read(&mut step).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "unreadable-body",
+                format!("the body is not valid gzip: {e}"),
+            )
+        })?;
+        if n == 0 {
+            return Ok(out);
+        }
+        append(room, held, (&mut out, compressed.len()), &step[..n], max).await?;
     }
-    Ok(out)
 }
 
 /// Check that the body's media type is one of `accepted` (parameters allowed).

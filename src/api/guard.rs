@@ -26,11 +26,7 @@ pub async fn catch_panic(request: Request, next: Next) -> Response {
                 .unwrap_or_default();
             tracing::error!(%method, path, panic = what, "a request handler panicked");
             // The panic's text stays in the log: it may describe internals.
-            ApiError::internal(
-                "the service failed while answering this request; it was logged. If it was a \
-                 write, check whether it took effect before sending it again",
-            )
-            .into_response()
+            ApiError::failed().into_response()
         }
     }
 }

@@ -118,7 +118,7 @@ fn changed(
     preferences: &Preferences,
     crs: &Crs,
 ) -> Result<Response, ApiError> {
-    let mut response = match outcome {
+    let (mut response, answers_return) = match outcome {
         Outcome::Missing => return Err(unknown_feature(coll, id)),
         Outcome::PreconditionFailed => return Err(precondition_failed(id)),
         Outcome::SkippedByTrigger => {
@@ -128,18 +128,25 @@ fn changed(
                 format!("a trigger or a row security policy skipped the change of feature '{id}'"),
             ))
         }
-        Outcome::Done(Some(stored)) => feature_response(
-            StatusCode::OK,
-            &stored,
-            preferences.return_,
-            base,
-            coll,
-            id,
-            crs,
+        Outcome::Done(Some(stored)) => (
+            feature_response(
+                StatusCode::OK,
+                &stored,
+                preferences.return_,
+                base,
+                coll,
+                id,
+                crs,
+            ),
+            true,
         ),
-        Outcome::Done(None) => StatusCode::NO_CONTENT.into_response(),
+        // No body: a return=representation asked for was not applied.
+        Outcome::Done(None) => (
+            StatusCode::NO_CONTENT.into_response(),
+            preferences.return_ != Return::Representation,
+        ),
     };
-    set_preference_applied(&mut response, preferences, true);
+    set_preference_applied(&mut response, preferences, answers_return);
     Ok(response)
 }
 

@@ -164,7 +164,7 @@ pub async fn create(
     let parse_coll = coll.clone();
     let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll, &how))
         .await
-        .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
+        .map_err(|e| ApiError::task_failed("parsing the body", &e))??;
     let single = parsed.single;
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.

@@ -156,6 +156,6 @@ pub async fn create(
         input::parse(&parse_state, &parse_caller, &body, mode == Mode::Skip)
     })
     .await
-    .map_err(|e| ApiError::internal(format!("parsing failed: {e}")))??;
+    .map_err(|e| ApiError::task_failed("parsing the body", &e))??;
     answer(&state, &operations, &steps, mode, idempotency.as_ref()).await
 }

@@ -99,8 +99,10 @@ pub enum Strategy {
 
 /// Write validated rows in one transaction and return their keys in order.
 ///
-/// The work runs on its own task: if the client goes away mid-request, the
-/// transaction still ends in a COMMIT or ROLLBACK instead of being abandoned.
+/// The work runs on its own task, aborted when the request is dropped (its
+/// client gone or its deadline passed, see [`AbortOnDrop`]): the statement in
+/// flight is then cancelled and the transaction rolled back, unless its
+/// COMMIT was already sent.
 /// A transaction rolled back by a deadlock or a serialization failure is run
 /// again (`FEATUREPIPE_RETRIES`).
 pub async fn write_features(
@@ -140,7 +142,7 @@ pub async fn write_features(
         Ok(report)
     })))
     .await
-    .map_err(|e| ApiError::internal(format!("the write task failed: {e}")))?
+    .map_err(|e| ApiError::task_failed("writing", &e))?
 }
 
 /// The write's task, stopped when the request is dropped (past its deadline,

@@ -1,6 +1,7 @@
 //! What a body costs and what of it is stored: a small gzip body of millions
 //! of positions is refused without building them, bodies read at once share
-//! a bounded memory, and json/jsonb values are stored as sent.
+//! a bounded memory (held for bytes received, never for bytes announced),
+//! and json/jsonb values are stored as sent.
 
 use std::time::Duration;
 
@@ -143,8 +144,8 @@ async fn json_and_jsonb_values_are_stored_as_sent() {
     assert_eq!(app.db.int("SELECT count(*) FROM docs").await, 101);
 }
 
-#[tokio::test]
-async fn bodies_read_at_once_share_a_bounded_memory() {
+/// An app whose bodies share 64 KiB of memory, served: (app, its address).
+async fn small_budget() -> (TestApp, Served, String) {
     let app = TestApp::with_config(
         "CREATE TABLE pts (id serial PRIMARY KEY, name text, geom geometry)",
         |c| {
@@ -155,26 +156,68 @@ async fn bodies_read_at_once_share_a_bounded_memory() {
     .await;
     let served = Served::start(&app).await;
     let addr = served.url.trim_start_matches("http://").to_owned();
-    // A client announces 60 KiB and sends one byte: its room is held while it dawdles.
-    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    slow.write_all(
-        b"POST /collections/pts/items HTTP/1.1\r\nHost: x\r\nContent-Type: application/geo+json\r\n\
-          Content-Length: 61440\r\n\r\n{",
-    )
-    .await
-    .unwrap();
-    // 8 KB that would be refused once read (no column "nope"), so that no
-    // attempt writes anything: it gets no room while the slow one holds it.
-    let probe = point(0.0, 0.0, json!({"nope": "n".repeat(8000)})).to_string();
+    (app, served, addr)
+}
+
+/// A POST to `pts` that announces `declared` bytes and sends `sent` of them
+/// (with `Expect: 100-continue` when `sent` is empty, whose interim answer
+/// is read: the service has begun reading the body); left open.
+async fn dawdler(addr: &str, declared: usize, sent: &[u8]) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let expect = if sent.is_empty() {
+        "Expect: 100-continue\r\n"
+    } else {
+        ""
+    };
+    let head = format!(
+        "POST /collections/pts/items HTTP/1.1\r\nHost: x\r\nContent-Type: application/geo+json\r\n\
+         {expect}Content-Length: {declared}\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(sent).await.unwrap();
+    if sent.is_empty() {
+        use tokio::io::AsyncReadExt;
+        let mut interim = Vec::new();
+        while !interim.ends_with(b"\r\n\r\n") {
+            let mut byte = [0];
+            assert_eq!(s.read(&mut byte).await.unwrap(), 1, "closed");
+            interim.push(byte[0]);
+        }
+        let interim = String::from_utf8_lossy(&interim);
+        assert!(interim.starts_with("HTTP/1.1 100"), "{interim}");
+    }
+    s
+}
+
+/// 8 KB that would be refused once read (no column "nope"), so that no
+/// attempt writes anything.
+fn refused_probe() -> String {
+    point(0.0, 0.0, json!({"nope": "n".repeat(8000)})).to_string()
+}
+
+/// POST `body` until the answer is 503 busy (`busy`) or is not: its last answer.
+async fn post_until(addr: &str, body: &str, busy: bool) -> (u16, String) {
     let mut answer = (0, String::new());
     for _ in 0..100 {
-        answer = http(&addr, "POST", "/collections/pts/items", &probe)
+        answer = http(addr, "POST", "/collections/pts/items", body)
             .await
             .unwrap();
-        if answer.0 == 503 {
+        if (answer.0 == 503) == busy {
             break;
         }
     }
+    answer
+}
+
+#[tokio::test]
+async fn bodies_read_at_once_share_a_bounded_memory() {
+    let (app, _served, addr) = small_budget().await;
+    // A client sends 60 KiB of a body and dawdles: the room of what it sent is held.
+    let mut sent = vec![b' '; 61439];
+    sent[0] = b'{';
+    let slow = dawdler(&addr, 61440, &sent).await;
+    // The probe gets no room while the slow one holds it.
+    let answer = post_until(&addr, &refused_probe(), true).await;
     assert_eq!(answer.0, 503, "{}", answer.1);
     assert!(
         answer.1.contains("urn:featurepipe:problem:busy"),
@@ -184,14 +227,7 @@ async fn bodies_read_at_once_share_a_bounded_memory() {
     assert!(answer.1.contains("FEATUREPIPE_BODY_MEMORY"), "{}", answer.1);
     // The slow client goes away: its room is given back.
     drop(slow);
-    for _ in 0..100 {
-        answer = http(&addr, "POST", "/collections/pts/items", &probe)
-            .await
-            .unwrap();
-        if answer.0 != 503 {
-            break;
-        }
-    }
+    let answer = post_until(&addr, &refused_probe(), false).await;
     assert_eq!(answer.0, 422, "{}", answer.1);
     let fine = point(0.0, 0.0, json!({"name": "n".repeat(8000)})).to_string();
     let (status, text) = http(&addr, "POST", "/collections/pts/items", &fine)
@@ -199,4 +235,53 @@ async fn bodies_read_at_once_share_a_bounded_memory() {
         .unwrap();
     assert_eq!(status, 201, "{text}");
     assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
+}
+
+#[tokio::test]
+async fn bodies_announced_but_not_sent_hold_no_memory() {
+    let (app, _served, addr) = small_budget().await;
+    // 8 clients announce 60 KiB each (together 7 times the budget) and send
+    // nothing, once the service has begun reading each body: before, the
+    // first held the room of its announced bytes and the others got 503 busy.
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        stalled.push(dawdler(&addr, 61440, b"").await);
+    }
+    let fine = point(1.0, 2.0, json!({"name": "n".repeat(8000)})).to_string();
+    let (status, text) = http(&addr, "POST", "/collections/pts/items", &fine)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{text}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 1);
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn a_small_gzip_body_holds_room_for_what_it_decompresses_to() {
+    let (app, _served, addr) = small_budget().await;
+    // 48 KiB of the 64 are held by a slow client (the refused 20 KB probe
+    // finds no room), and the 16 left are more than a small gzip body needs:
+    // before, it held room for the whole body limit and got 503 busy.
+    let mut sent = vec![b' '; 48 << 10];
+    sent[0] = b'{';
+    let slow = dawdler(&addr, 61440, &sent).await;
+    let probe = point(0.0, 0.0, json!({"nope": "n".repeat(20000)})).to_string();
+    let answer = post_until(&addr, &probe, true).await;
+    assert_eq!(answer.0, 503, "{}", answer.1);
+    let gz = {
+        use std::io::Write;
+        let feature = point(3.0, 4.0, json!({"name": "zipped"})).to_string();
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(feature.as_bytes()).unwrap();
+        enc.finish().unwrap()
+    };
+    let (status, response) = post_gzip(&addr, "/collections/pts/items", &gz).await;
+    assert_eq!(status, 201, "{response}");
+    assert_eq!(
+        app.db
+            .int("SELECT count(*) FROM pts WHERE name = 'zipped' AND ST_X(geom) = 3")
+            .await,
+        1
+    );
+    drop(slow);
 }

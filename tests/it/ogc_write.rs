@@ -186,10 +186,13 @@ async fn patch_merges() {
 #[tokio::test]
 async fn delete_then_404() {
     let app = TestApp::new(SETUP).await;
+    // A 204 has no representation: Preference-Applied must not claim one.
+    let rep = ("prefer", "return=representation");
     let r = app
-        .send("DELETE", "/collections/sites/items/1", &[], None)
+        .send("DELETE", "/collections/sites/items/1", &[rep], None)
         .await;
     assert_eq!(r.status, 204, "{r:?}");
+    assert!(!r.headers.contains_key("preference-applied"), "{r:?}");
     assert_eq!(app.db.int("SELECT count(*) FROM sites").await, 1);
     let r = app
         .send("DELETE", "/collections/sites/items/1", &[], None)
