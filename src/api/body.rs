@@ -112,13 +112,13 @@ impl std::ops::Deref for BodyBytes {
 /// [`CAPACITY_HINT`]). A gzip body (`Content-Encoding: gzip`) is decompressed, and the
 /// limit applies to what it decompresses to: a zip bomb is a 413, never an
 /// out-of-memory. Its bytes are counted in `room` as they arrive.
+/// The limits are the state's: `max_body`, `upload_timeout` and `body_room`.
 pub async fn read_body(
+    state: &AppState,
     headers: &HeaderMap,
     body: Body,
-    max: usize,
-    timeout: Duration,
-    room: &BodyRoom,
 ) -> Result<BodyBytes, ApiError> {
+    let (max, timeout, room) = (state.max_body, state.upload_timeout, &state.body_room);
     // A stalled upload must not hold its task and buffer for ever.
     tokio::time::timeout(timeout, read_all(headers, body, max, room))
         .await

@@ -214,14 +214,7 @@ async fn replace_or_update(
         _ => (FEATURE_TYPES, "PUT"),
     };
     check_content_type(headers, accepted)?;
-    let body = read_body(
-        headers,
-        body,
-        state.max_body,
-        state.upload_timeout,
-        &state.body_room,
-    )
-    .await?;
+    let body = read_body(state, headers, body).await?;
     let key = match item_key(state, caller, headers, method, (coll, id), &body).await? {
         KeyUse::Replay(response) => return Ok(Attempt::Replayed(response)),
         KeyUse::Write(key) => key,

@@ -143,14 +143,7 @@ pub async fn create(
     // Skip mode writes every valid feature: invalid ones are reported, not refused.
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
-    let body = read_body(
-        &headers,
-        body,
-        state.max_body,
-        state.upload_timeout,
-        &state.body_room,
-    )
-    .await?;
+    let body = read_body(&state, &headers, body).await?;
     let target = format!(
         "/collections/{collection_id}/items?{}",
         query.as_deref().unwrap_or("")

@@ -137,14 +137,7 @@ pub async fn create(
     caller.check_write_any()?;
     let state = state.for_caller(&caller);
     check_content_type(&headers, &["application/json"])?;
-    let body = read_body(
-        &headers,
-        body,
-        state.max_body,
-        state.upload_timeout,
-        &state.body_room,
-    )
-    .await?;
+    let body = read_body(&state, &headers, body).await?;
     let target = format!("/transactions?{}", query.as_deref().unwrap_or(""));
     let key = idempotency(&state, &caller, &headers, ("POST", &target), &body, mode).await?;
     let idempotency = match key {
