@@ -257,7 +257,7 @@ fn record(tally: &Mutex<Tally>, status: u16, reply: &Value, expect: &[u16], what
     let mut t = tally.lock().unwrap();
     *t.by_status.entry(status).or_default() += 1;
     let fault = t.is_fault(status, reply);
-    if !fault && !expect.contains(&status) || status >= 500 && !fault {
+    if !fault && (!expect.contains(&status) || status >= 500) {
         t.unexpected.push(format!("{what}: {status} {reply}"));
     }
 }
