@@ -269,14 +269,7 @@ async fn a_connection_lost_after_commit_was_sent_is_an_unknown_outcome() {
         assert_eq!(r.batch_statuses(), ["unknown"], "{strategy:?}: {r:?}");
         // The server did commit (it may still be finishing when the answer
         // is out): the answer did not say otherwise.
-        let mut count = 0;
-        for _ in 0..1000 {
-            count = app.db.int("SELECT count(*) FROM lost").await;
-            if count == 3 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let count = app.db.int_once("SELECT count(*) FROM lost", 3).await;
         assert_eq!(count, 3, "{strategy:?}");
         // The cut connection is not reused.
         let r = app.post("lost", &body).await;
@@ -312,14 +305,7 @@ async fn an_edit_session_whose_commit_is_lost_is_an_unknown_outcome() {
         for result in report["results"].as_array().unwrap() {
             assert_eq!(result["status"], "unknown", "{mode}: {r:?}");
         }
-        let mut count = 0;
-        for _ in 0..1000 {
-            count = app.db.int("SELECT count(*) FROM lost").await;
-            if count == 3 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let count = app.db.int_once("SELECT count(*) FROM lost", 3).await;
         assert_eq!(count, 3, "{mode}: the server did commit");
         let r = app.send("POST", &path, &headers, Some(body)).await;
         assert_eq!(r.status, 200, "{mode}: {r:?}");
@@ -354,14 +340,10 @@ async fn a_keyed_change_whose_commit_is_lost_is_an_unknown_outcome() {
     assert_eq!(r.status, 502, "{r:?}");
     assert_eq!(r.body["type"], "urn:featurepipe:problem:outcome-unknown");
     assert!(r.headers.get("retry-after").is_none());
-    let mut n = 0;
-    for _ in 0..1000 {
-        n = app.db.int("SELECT n::int8 FROM lost WHERE id = 1").await;
-        if n == 7 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let n = app
+        .db
+        .int_once("SELECT n::int8 FROM lost WHERE id = 1", 7)
+        .await;
     assert_eq!(n, 7, "the server did commit");
     // The retry with the same key is answered from what was stored.
     let r = app

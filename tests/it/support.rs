@@ -86,6 +86,31 @@ impl TestDb {
             .unwrap_or_else(|e| panic!("{sql}: {e}"))
             .get(0)
     }
+
+    /// [`TestDb::int`] once it is `expected`, polled for up to 10 s (a
+    /// COMMIT whose answer was lost may still be finishing): its last value.
+    pub async fn int_once(&self, sql: &str, expected: i64) -> i64 {
+        let mut value = self.int(sql).await;
+        for _ in 0..1000 {
+            if value == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            value = self.int(sql).await;
+        }
+        value
+    }
+}
+
+/// SQL that creates the role `role` (with `options`: LOGIN, NOLOGIN) unless
+/// it exists. Roles are the cluster's: tests running at once may create the
+/// same one, and the loser of that race sees a unique violation, not
+/// duplicate_object.
+pub fn create_role(role: &str, options: &str) -> String {
+    format!(
+        "DO $$ BEGIN CREATE ROLE {role} {options}; \
+         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;"
+    )
 }
 
 /// A response, read whole.
