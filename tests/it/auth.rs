@@ -5,7 +5,7 @@
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 
-use crate::support::{collection, point, settings_file, start_up_error, TestApp};
+use crate::support::{collection, create_role, point, settings_file, start_up_error, TestApp};
 
 const SETUP: &str = "
     CREATE TABLE pts (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));
@@ -535,11 +535,14 @@ async fn the_api_key_command_makes_a_key_that_works() {
     assert!(!bad.status.success());
 }
 
-/// Roles are the cluster's: tests running at once may create the same one,
-/// and the loser of that race sees a unique violation, not duplicate_object.
-const RLS_SETUP: &str = "
-    DO $$ BEGIN CREATE ROLE fp_test_field_a NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
-    DO $$ BEGIN CREATE ROLE fp_test_field_b NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+/// Two roles, and a table each sees only its own rows of.
+fn rls_setup() -> String {
+    let roles =
+        create_role("fp_test_field_a", "NOLOGIN") + &create_role("fp_test_field_b", "NOLOGIN");
+    format!("{roles}{RLS_TABLE}")
+}
+
+const RLS_TABLE: &str = "
     CREATE TABLE notes (id serial PRIMARY KEY, owner text NOT NULL DEFAULT current_user,
                         name text, geom geometry(Point, 4326));
     ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
@@ -563,7 +566,7 @@ async fn set_role_runs_each_request_as_the_credentials_role_under_row_level_secu
         ));
     }
     let path = settings_file("roles", &settings);
-    let app = TestApp::with_config(RLS_SETUP, |c| {
+    let app = TestApp::with_config(&rls_setup(), |c| {
         c.auth = true;
         c.settings = Some(path);
     })
@@ -663,10 +666,11 @@ async fn set_role_keyed_writes_run_the_bookkeeping_as_the_service() {
     let path = settings_file("keyed-roles", &settings);
     // A table the role may insert into but not read (but for the key RETURNING needs).
     let setup = format!(
-        "{RLS_SETUP}
+        "{}
          CREATE TABLE drop_box (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));
          GRANT INSERT, SELECT (id) ON drop_box TO fp_test_field_a;
-         GRANT USAGE ON SEQUENCE drop_box_id_seq TO fp_test_field_a;"
+         GRANT USAGE ON SEQUENCE drop_box_id_seq TO fp_test_field_a;",
+        rls_setup()
     );
     let app = TestApp::with_config(&setup, |c| {
         c.auth = true;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{collection, point, settings_file, via_proxy, TestApp, TestDb};
+use crate::support::{collection, create_role, point, settings_file, via_proxy, TestApp, TestDb};
 use featurepipe::write::{Strategy, STATEMENT_CACHE_LIMIT};
 
 async fn copy_app(setup: &str) -> TestApp {
@@ -358,12 +358,13 @@ async fn copy_under_row_level_security_answers_as_insert_does() {
     let role = "fp_test_copy_rls";
     let app = role_app(
         &format!(
-            "DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+            "{}
              CREATE TABLE guarded (id serial PRIMARY KEY, seq int, geom geometry(Point, 4326));
              ALTER TABLE guarded ENABLE ROW LEVEL SECURITY;
              CREATE POLICY everyone ON guarded USING (true) WITH CHECK (seq >= 0);
              GRANT SELECT, INSERT ON guarded TO {role};
-             GRANT USAGE ON SEQUENCE guarded_id_seq TO {role};"
+             GRANT USAGE ON SEQUENCE guarded_id_seq TO {role};",
+            create_role(role, "NOLOGIN")
         ),
         role,
     )
@@ -376,10 +377,11 @@ async fn copy_without_usage_on_the_identity_sequence_answers_as_insert_does() {
     let role = "fp_test_copy_seq";
     let app = role_app(
         &format!(
-            "DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+            "{}
              CREATE TABLE counted (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
                                    seq int, geom geometry(Point, 4326));
-             GRANT SELECT, INSERT ON counted TO {role};"
+             GRANT SELECT, INSERT ON counted TO {role};",
+            create_role(role, "NOLOGIN")
         ),
         role,
     )

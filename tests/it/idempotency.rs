@@ -8,7 +8,9 @@ use tokio::io::AsyncWriteExt;
 
 use tokio_postgres::error::SqlState;
 
-use crate::support::{collection, config, connect, point, Served, TestApp, TestDb, TestResponse};
+use crate::support::{
+    collection, config, connect, create_role, point, Served, TestApp, TestDb, TestResponse,
+};
 
 const SETUP: &str = "CREATE TABLE pts (id serial PRIMARY KEY, n int, geom geometry(Point, 4326))";
 
@@ -355,11 +357,10 @@ async fn skip_mode_takes_keys_and_batch_mode_says_why_not() {
 async fn outsider(app: &TestApp) -> tokio_postgres::Client {
     app.db
         .client
-        .batch_execute(
-            "DO $$ BEGIN CREATE ROLE fp_test_outsider LOGIN; \
-             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
-             GRANT USAGE ON SCHEMA featurepipe TO fp_test_outsider",
-        )
+        .batch_execute(&format!(
+            "{} GRANT USAGE ON SCHEMA featurepipe TO fp_test_outsider",
+            create_role("fp_test_outsider", "LOGIN")
+        ))
         .await
         .unwrap();
     let url = app
@@ -614,13 +615,13 @@ async fn a_service_logging_in_as_another_role_is_told_the_grant_it_needs() {
     app.db
         .client
         .batch_execute(&format!(
-            "DO $$ BEGIN CREATE ROLE fp_test_server LOGIN; \
-             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+            "{}
              GRANT CREATE ON DATABASE {database} TO fp_test_server;
              GRANT USAGE, CREATE ON SCHEMA featurepipe TO fp_test_server;
              GRANT SELECT, INSERT ON featurepipe.schema_migrations TO fp_test_server;
              GRANT ALL ON pts TO fp_test_server;
-             GRANT USAGE ON SEQUENCE pts_id_seq TO fp_test_server;"
+             GRANT USAGE ON SEQUENCE pts_id_seq TO fp_test_server;",
+            create_role("fp_test_server", "LOGIN")
         ))
         .await
         .unwrap();

@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use crate::auth::sha256;
-use crate::support::{point, settings_file, TestApp, TestResponse};
+use crate::support::{create_role, point, settings_file, TestApp, TestResponse};
 
 const SETUP: &str = "
     CREATE TABLE parcels (id serial PRIMARY KEY, name text, secret text,
@@ -194,9 +194,7 @@ async fn database_details_reach_only_callers_who_may_read() {
     assert_eq!(app.db.int("SELECT count(*) FROM parcels").await, 1);
 }
 
-const INSERT_ONLY_SETUP: &str = "
-    DO $$ BEGIN CREATE ROLE fp_test_insert_only NOLOGIN;
-    EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+const INSERT_ONLY_TABLE: &str = "
     CREATE TABLE drops (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));
     GRANT INSERT, SELECT (id) ON drops TO fp_test_insert_only;
     GRANT USAGE ON SEQUENCE drops_id_seq TO fp_test_insert_only;
@@ -211,7 +209,8 @@ async fn a_post_answered_with_the_feature_reports_its_commit_even_when_it_cannot
         sha256(key)
     );
     let path = settings_file("insert-only", &settings);
-    let app = TestApp::with_config(INSERT_ONLY_SETUP, |c| {
+    let setup = create_role("fp_test_insert_only", "NOLOGIN") + INSERT_ONLY_TABLE;
+    let app = TestApp::with_config(&setup, |c| {
         c.auth = true;
         c.settings = Some(path);
     })
