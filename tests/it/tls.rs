@@ -158,6 +158,14 @@ async fn start(url: &str) -> Result<AppState, String> {
     AppState::start(&config).await.map_err(|e| e.to_string())
 }
 
+/// The start-up error for `url`, which `what` says must be refused.
+async fn refused(url: &str, what: &str) -> String {
+    match start(url).await {
+        Ok(_) => panic!("{what}: start-up succeeded"),
+        Err(e) => e,
+    }
+}
+
 /// Whether the connection that `state` hands out is encrypted, and as whom it logged in.
 async fn session_of(state: &AppState) -> (bool, Option<String>, String) {
     let client = state.db.connection().await.unwrap();
@@ -258,7 +266,7 @@ async fn start_up_refuses_what_tls_forbids_and_says_what_to_set() {
         "127.0.0.1",
         &format!("sslmode=verify-full&sslrootcert={ca}"),
     );
-    let e = start(&url).await.err().expect("wrong host name refused");
+    let e = refused(&url, "wrong host name refused").await;
     assert!(
         e.contains("certificate is not valid for host 127.0.0.1 (it names localhost)")
             && e.contains("sslmode=verify-ca"),
@@ -273,7 +281,7 @@ async fn start_up_refuses_what_tls_forbids_and_says_what_to_set() {
             "localhost",
             &format!("sslmode={mode}&sslrootcert={other}"),
         );
-        let e = start(&url).await.err().expect("unknown CA refused");
+        let e = refused(&url, "unknown CA refused").await;
         assert!(
             e.contains(&format!(
                 "certificate is not signed by a CA in sslrootcert={other} (sslmode={mode})"
@@ -283,30 +291,33 @@ async fn start_up_refuses_what_tls_forbids_and_says_what_to_set() {
     }
 
     // No sslrootcert: the system's roots, which do not hold the test's CA.
-    let e = start(&server.url("postgres", "localhost", "sslmode=verify-full"))
-        .await
-        .err()
-        .expect("a CA the system does not trust refused");
+    let e = refused(
+        &server.url("postgres", "localhost", "sslmode=verify-full"),
+        "a CA the system does not trust refused",
+    )
+    .await;
     assert!(
         e.contains("the system's root certificates") && e.contains("set sslrootcert"),
         "{e}"
     );
 
     // Unencrypted: pg_hba.conf has only hostssl lines.
-    let e = start(&server.url("postgres", "localhost", "sslmode=disable"))
-        .await
-        .err()
-        .expect("plain refused");
+    let e = refused(
+        &server.url("postgres", "localhost", "sslmode=disable"),
+        "plain refused",
+    )
+    .await;
     assert!(
         e.contains("no encryption") && e.contains("set sslmode=verify-full (or require)"),
         "{e}"
     );
 
     // certuser without its client certificate.
-    let e = start(&server.verified_url("certuser"))
-        .await
-        .err()
-        .expect("no client certificate refused");
+    let e = refused(
+        &server.verified_url("certuser"),
+        "no client certificate refused",
+    )
+    .await;
     assert!(e.contains("set sslcert and sslkey"), "{e}");
 }
 
@@ -320,10 +331,7 @@ async fn prefer_connects_unencrypted_to_a_server_without_tls() {
     assert!(!session_of(&app.state).await.0);
 
     // require, though, is refused at once with what to do.
-    let e = start(&url.replace("prefer", "require"))
-        .await
-        .err()
-        .expect("require refused");
+    let e = refused(&url.replace("prefer", "require"), "require refused").await;
     assert!(
         e.contains("does not accept TLS, and sslmode=require needs it"),
         "{e}"
@@ -355,18 +363,16 @@ async fn pgbouncer_takes_tls_with_the_same_parameters() {
     let params = |mode: &str| format!("{url}?sslmode={mode}&sslrootcert={}", file("ca.pem"));
 
     // Plain is refused by PgBouncer, so a connection that works is encrypted.
-    let e = start(&params("disable"))
-        .await
-        .err()
-        .expect("plain refused");
+    let e = refused(&params("disable"), "plain refused").await;
     assert!(
         e.contains("SSL required") && e.contains("set sslmode=verify-full"),
         "{e}"
     );
-    let e = start(&params("verify-full").replace("@localhost:", "@127.0.0.1:"))
-        .await
-        .err()
-        .expect("wrong host name refused");
+    let e = refused(
+        &params("verify-full").replace("@localhost:", "@127.0.0.1:"),
+        "wrong host name refused",
+    )
+    .await;
     assert!(e.contains("not valid for host 127.0.0.1"), "{e}");
 
     let mut config = config(&params("verify-full"));
