@@ -145,11 +145,10 @@ pub async fn item(
     id: &str,
     crs: &Crs,
 ) -> Result<Option<StoredFeature>, ApiError> {
-    let Some(key) = sql::key_equals(coll, 1) else {
+    let Some(sql) = sql::select_item(coll, crs) else {
         return Ok(None);
     };
     let client = db.connection().await?;
-    let sql = format!("{} WHERE {key}", sql::select_features(coll, crs));
     let statement = prepare(&client, &sql, db.naming())
         .await
         .map_err(|e| request_error("preparing the item query", &e))?;
@@ -171,10 +170,9 @@ pub async fn item_in(
     id: &str,
     crs: &Crs,
 ) -> Result<Option<StoredFeature>, tokio_postgres::Error> {
-    let Some(key) = sql::key_equals(coll, 1) else {
+    let Some(sql) = sql::select_item(coll, crs) else {
         return Ok(None);
     };
-    let sql = format!("{} WHERE {key}", sql::select_features(coll, crs));
     let rows = client
         .query_typed(&sql, &[(&id, tokio_postgres::types::Type::TEXT)])
         .await?;

@@ -72,6 +72,12 @@ pub fn select_features(coll: &Collection, crs: &Crs) -> String {
     )
 }
 
+/// The feature keyed `$1` in `crs`; `None` for a table without a single-column key.
+pub fn select_item(coll: &Collection, crs: &Crs) -> Option<String> {
+    let key = key_equals(coll, 1)?;
+    Some(format!("{} WHERE {key}", select_features(coll, crs)))
+}
+
 /// `t."key" = $n::text::<key type>`, compared as [`column_equals`] does, so its index is used.
 pub fn key_equals(coll: &Collection, n: usize) -> Option<String> {
     Some(column_equals(coll, coll.primary_key?, n))
