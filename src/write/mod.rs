@@ -16,6 +16,7 @@ pub mod sql;
 use std::sync::Arc;
 
 use tokio_postgres::types::ToSql;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::catalog::Collection;
 use crate::db::statement::{prepare_in_flight, Naming, Stmt};
@@ -100,9 +101,10 @@ pub enum Strategy {
 /// Write validated rows in one transaction and return their keys in order.
 ///
 /// The work runs on its own task, aborted when the request is dropped (its
-/// client gone or its deadline passed, see [`AbortOnDrop`]): the statement in
-/// flight is then cancelled and the transaction rolled back, unless its
-/// COMMIT was already sent.
+/// client gone or its deadline passed): its [`guard::TxGuard`] then cancels
+/// the statement in flight and closes the connection, so the transaction
+/// rolls back rather than committing unseen, unless its COMMIT was already
+/// sent.
 /// A transaction rolled back by a deadlock or a serialization failure is run
 /// again (`FEATUREPIPE_RETRIES`).
 pub async fn write_features(
@@ -126,7 +128,7 @@ pub async fn write_features(
             batches: Vec::new(),
         });
     }
-    AbortOnDrop(tokio::spawn(crate::telemetry::carried(async move {
+    AbortOnDropHandle::new(tokio::spawn(crate::telemetry::carried(async move {
         let plan = plan::plan(shapes, &rows, options.limits);
         let request = Request {
             coll: &coll,
@@ -143,29 +145,6 @@ pub async fn write_features(
     })))
     .await
     .map_err(|e| ApiError::task_failed("writing", &e))?
-}
-
-/// The write's task, stopped when the request is dropped (past its deadline,
-/// or its client gone): its [`guard::TxGuard`] then cancels the statement in
-/// flight and closes the connection, so the transaction rolls back rather
-/// than committing unseen.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl<T> std::future::Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
 }
 
 /// The metrics and log lines of a write: features written, and each batch
