@@ -2,9 +2,7 @@
 //! request ids in every log line and problem body, and the database round
 //! trips each request cost.
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -16,16 +14,11 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
 
 use crate::app::AppState;
-
-/// The request's id and its count of database round trips.
-#[derive(Clone)]
-struct RequestScope {
-    id: HeaderValue,
-    round_trips: Arc<AtomicU64>,
-}
+use crate::db::round_trips::RoundTrips;
 
 tokio::task_local! {
-    static SCOPE: RequestScope;
+    /// The request's id.
+    static REQUEST_ID: HeaderValue;
 }
 
 /// The process's metrics recorder (one per process, however many apps run in it).
@@ -52,29 +45,11 @@ pub fn recorder() -> &'static PrometheusHandle {
     })
 }
 
-/// Count one database round trip of the current request.
-pub fn round_trip() {
-    let _ = SCOPE.try_with(|s| s.round_trips.fetch_add(1, Ordering::Relaxed));
-}
-
 /// The current request's id, if there is a request.
 pub fn request_id() -> Option<String> {
-    SCOPE
-        .try_with(|s| s.id.to_str().unwrap_or_default().to_owned())
+    REQUEST_ID
+        .try_with(|id| id.to_str().unwrap_or_default().to_owned())
         .ok()
-}
-
-/// `future`, run in another task, still counting for the current request
-/// and logging in its span.
-pub fn carried<F: Future>(future: F) -> impl Future<Output = F::Output> {
-    let span = tracing::Span::current();
-    let scope = SCOPE.try_with(Clone::clone).ok();
-    async move {
-        match scope {
-            Some(scope) => SCOPE.scope(scope, future.instrument(span)).await,
-            None => future.instrument(span).await,
-        }
-    }
 }
 
 /// A request id given by the client (`x-request-id`) if it is reasonable,
@@ -115,18 +90,13 @@ pub async fn observe(req: Request, next: Next) -> Response {
         %method,
         %route
     );
-    let scope = RequestScope {
-        id: id.clone(),
-        round_trips: Arc::new(AtomicU64::new(0)),
-    };
-    let round_trips = scope.round_trips.clone();
+    let round_trips = RoundTrips::default();
     let started = Instant::now();
-    let mut response = SCOPE
-        .scope(scope, next.run(req).instrument(span.clone()))
-        .await;
+    let answered = round_trips.count(next.run(req).instrument(span.clone()));
+    let mut response = REQUEST_ID.scope(id.clone(), answered).await;
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
-    let trips = round_trips.load(Ordering::Relaxed);
+    let trips = round_trips.get();
     let headers = response.headers_mut();
     headers.insert("x-request-id", id);
     // What the request cost the database, for clients tuning their batches.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio_postgres::GenericClient;
 
-use crate::db::StartupError;
+use crate::db::{quote_ident, StartupError};
 use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
 use settings::{LastModified, Settings};
 
@@ -296,11 +296,6 @@ impl Collection {
             )
         })
     }
-}
-
-/// Quote an identifier taken from the catalog (never from a request).
-pub fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// All published collections, by id.

@@ -1,6 +1,7 @@
 //! Connection pool, start-up checks and migrations.
 
 pub mod migrate;
+pub mod round_trips;
 pub mod statement;
 pub mod tls;
 
@@ -18,7 +19,6 @@ use axum::http::StatusCode;
 use tokio_postgres::error::SqlState;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::catalog::quote_ident;
 use crate::error::ApiError;
 use crate::write::dberror::request_error;
 use crate::write::retry::Retry;
@@ -281,7 +281,7 @@ impl Database {
             Some(role) => format!("SET ROLE {}", quote_ident(role)),
             None => "RESET ROLE".to_owned(),
         };
-        crate::telemetry::round_trip();
+        round_trips::round_trip();
         client
             .batch_execute(&sql)
             .await
@@ -366,11 +366,16 @@ impl Database {
     /// Whether a connection can be taken and answers a query now.
     pub async fn is_ready(&self) -> Result<(), ApiError> {
         let client = self.connection().await?;
-        crate::telemetry::round_trip();
+        round_trips::round_trip();
         client
             .simple_query("SELECT 1")
             .await
             .map(|_| ())
             .map_err(|e| ApiError::connection_failed("the database does not answer", &e))
     }
+}
+
+/// Quote an identifier taken from the catalog (never from a request).
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }

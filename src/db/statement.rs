@@ -43,10 +43,13 @@ impl Naming {
     }
 }
 
+/// Prepared statements kept per connection; further ones live for one request.
+pub const STATEMENT_CACHE_LIMIT: usize = 64;
+
 /// How many more statements the connection's cache may keep
-/// ([`crate::write::STATEMENT_CACHE_LIMIT`] in all).
+/// ([`STATEMENT_CACHE_LIMIT`] in all).
 pub fn cache_room(client: &ClientWrapper) -> usize {
-    crate::write::STATEMENT_CACHE_LIMIT.saturating_sub(client.statement_cache.size())
+    STATEMENT_CACHE_LIMIT.saturating_sub(client.statement_cache.size())
 }
 
 /// Get `sql` ready on `client`: a round trip unless it is cached or unnamed.
@@ -79,7 +82,7 @@ pub async fn prepare_both(
 /// Preparing cost a round trip when a statement was new to the connection.
 fn count_preparing(client: &ClientWrapper, cached_before: usize, naming: Naming) {
     if naming == Naming::Once || client.statement_cache.size() > cached_before {
-        crate::telemetry::round_trip();
+        super::round_trips::round_trip();
     }
 }
 

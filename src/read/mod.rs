@@ -126,7 +126,7 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     page_params.push(&query.limit);
     page_params.push(&query.offset);
     // Both queries are sent before either answer is read: one round trip.
-    crate::telemetry::round_trip();
+    crate::db::round_trips::round_trip();
     let (rows, total) = tokio::try_join!(
         select.query(&client, &page_params),
         count.query_one(&client, &filter_params)
@@ -152,7 +152,7 @@ pub async fn item(
     let statement = prepare(&client, &sql, db.naming())
         .await
         .map_err(|e| request_error("preparing the item query", &e))?;
-    crate::telemetry::round_trip();
+    crate::db::round_trips::round_trip();
     match statement.query_opt(&client, &[&id]).await {
         Ok(row) => Ok(row.map(StoredFeature::from)),
         // An id that cannot be a key of this type names no feature.
@@ -193,7 +193,7 @@ pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>
     let statement = prepare(&client, &sql, db.naming())
         .await
         .map_err(|e| request_error("preparing the extent query", &e))?;
-    crate::telemetry::round_trip();
+    crate::db::round_trips::round_trip();
     let row = statement
         .query_one(&client, &params)
         .await

@@ -1,6 +1,7 @@
 //! SQL text for reads, built only from catalog identifiers.
 
-use crate::catalog::{quote_ident, Collection};
+use crate::catalog::{Collection};
+use crate::db::quote_ident;
 use crate::geometry::{Crs, GeometryColumn, GeometryType, WGS84_SRID};
 
 /// `t."column"`.

@@ -21,7 +21,7 @@ use tokio_postgres::Error;
 use utoipa::ToSchema;
 
 use crate::catalog::Collection;
-use crate::db::statement::{prepare_in_flight, Naming, Stmt};
+use crate::db::statement::{prepare_in_flight, Naming, Stmt, cache_room};
 use crate::db::Database;
 use crate::error::{ApiError, FieldError};
 use crate::feature::value::SqlValue;
@@ -33,7 +33,6 @@ use crate::write::idempotency::Answer;
 use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::{Call, Calls};
 use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
-use crate::write::STATEMENT_CACHE_LIMIT;
 use crate::write::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
 use report::{Outcome, SessionReport};
 
@@ -337,7 +336,7 @@ impl<'a> Session<'a> {
             })
             .collect();
         // As for inserts: a bounded cache per connection, decided before any is added.
-        let room = STATEMENT_CACHE_LIMIT.saturating_sub(client.statement_cache.size());
+        let room = cache_room(client);
         let prepares: Vec<Call<'_, Result<Stmt, Error>>> = sqls
             .iter()
             .enumerate()

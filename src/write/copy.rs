@@ -18,7 +18,8 @@ use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
 use super::{refused, write_failed, Job};
-use crate::catalog::{quote_ident, Collection, ColumnType, ScalarType};
+use crate::catalog::{Collection, ColumnType, ScalarType};
+use crate::db::quote_ident;
 use crate::db::statement::{cache_room, prepare_named};
 use crate::error::ApiError;
 use crate::feature::value::SqlValue;
@@ -299,7 +300,7 @@ impl Copy<'_> {
         }
         let copied = match written {
             Ok(()) => {
-                crate::telemetry::round_trip();
+                crate::db::round_trips::round_trip();
                 writer.as_mut().finish().await
             }
             Err(e) => {
@@ -398,7 +399,7 @@ impl Copy<'_> {
     }
 
     async fn rollback(&self) {
-        crate::telemetry::round_trip();
+        crate::db::round_trips::round_trip();
         if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
             self.job.client.set_open(false);
         }

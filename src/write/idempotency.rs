@@ -134,7 +134,7 @@ pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<St
                  FROM featurepipe.idempotency_lookup($1::text, $2::float8)";
     let failed = |e| request_error("looking up the idempotency key", &e);
     let statement = prepare(&client, sql, db.naming()).await.map_err(failed)?;
-    crate::telemetry::round_trip();
+    crate::db::round_trips::round_trip();
     let row = statement
         .query_opt(&client, &[&key, &ttl.as_secs_f64()])
         .await

@@ -13,9 +13,6 @@ use super::report::{Tally, WriteReport};
 use super::{sql, write_failed, Job};
 use crate::error::ApiError;
 
-/// Prepared statements kept per connection; further ones live for one request.
-pub const STATEMENT_CACHE_LIMIT: usize = 64;
-
 /// One request's INSERTs on one connection.
 pub struct Insert<'a> {
     /// The connection, rows and batches.
@@ -80,7 +77,7 @@ impl Insert<'_> {
         } else {
             drop(calls);
             if tally.failure.is_some() {
-                crate::telemetry::round_trip();
+                crate::db::round_trips::round_trip();
                 if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
                     self.job.client.set_open(false);
                 }
@@ -168,7 +165,7 @@ impl Insert<'_> {
 
     /// Prepare one INSERT per shape, all in one round trip.
     ///
-    /// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`]:
+    /// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`](crate::db::statement::STATEMENT_CACHE_LIMIT):
     /// clients whose features each leave out different properties would
     /// otherwise grow the cache (here and in the server) without bound.
     async fn prepare(&self) -> Result<Vec<Stmt>, ApiError> {

@@ -74,7 +74,7 @@ pub struct Changed {
 impl KeyedItem {
     /// Undo the change and free the key, keeping the connection for the pool.
     pub async fn rollback(self) {
-        crate::telemetry::round_trip();
+        crate::db::round_trips::round_trip();
         if self.client.batch_execute("ROLLBACK").await.is_ok() {
             self.client.set_open(false);
         }
@@ -170,7 +170,7 @@ pub async fn create(
             let params = params(&[&id], values);
             let answer = match prepare(&keyed.client, &sql, db.naming()).await {
                 Ok(statement) => {
-                    crate::telemetry::round_trip();
+                    crate::db::round_trips::round_trip();
                     statement.query_one(&keyed.client, &params).await
                 }
                 Err(e) => Err(e),
@@ -264,7 +264,7 @@ async fn query_one(
             let client = db.connection().await?;
             let answer = match prepare(&client, sql, db.naming()).await {
                 Ok(statement) => {
-                    crate::telemetry::round_trip();
+                    crate::db::round_trips::round_trip();
                     statement.query_one(&client, &params).await
                 }
                 Err(e) => Err(e),

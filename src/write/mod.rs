@@ -5,7 +5,6 @@ pub mod dberror;
 pub mod guard;
 pub mod idempotency;
 mod insert;
-pub use insert::STATEMENT_CACHE_LIMIT;
 pub mod item;
 pub mod pipeline;
 pub mod plan;
@@ -128,7 +127,7 @@ pub async fn write_features(
             batches: Vec::new(),
         });
     }
-    AbortOnDropHandle::new(tokio::spawn(crate::telemetry::carried(async move {
+    AbortOnDropHandle::new(tokio::spawn(crate::db::round_trips::carried(async move {
         let plan = plan::plan(shapes, &rows, options.limits);
         let request = Request {
             coll: &coll,
@@ -322,7 +321,7 @@ pub(crate) async fn as_service<T>(
         return statement.await;
     };
     // The name comes from a verified credential; quoting keeps it a name.
-    let back = format!("SET LOCAL ROLE {}", crate::catalog::quote_ident(role));
+    let back = format!("SET LOCAL ROLE {}", crate::db::quote_ident(role));
     let (to_service, done, to_caller) = futures_util::join!(
         client.batch_execute("SET LOCAL ROLE NONE"),
         statement,
@@ -355,7 +354,7 @@ async fn store_and_commit(
     report: &WriteReport,
 ) -> Result<(), tokio_postgres::Error> {
     let Some(keyed) = keyed else {
-        crate::telemetry::round_trip();
+        crate::db::round_trips::round_trip();
         return client.batch_execute("COMMIT").await;
     };
     let answer = match &keyed.idem.respond {
@@ -400,7 +399,7 @@ async fn read_back(
         Ok(feature) => Ok(feature),
         Err(e) if e.as_db_error().is_some() => {
             tracing::debug!(error = %e, "the created feature could not be read back");
-            crate::telemetry::round_trip();
+            crate::db::round_trips::round_trip();
             client
                 .batch_execute("ROLLBACK TO SAVEPOINT featurepipe_read")
                 .await

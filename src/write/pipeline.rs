@@ -53,7 +53,7 @@ impl<'a, T> Calls<'a, T> {
         // A flight costs a round trip unless every answer was at hand
         // (statements already prepared on the connection).
         if self.early[self.next..].iter().any(Option::is_none) {
-            crate::telemetry::round_trip();
+            crate::db::round_trips::round_trip();
         }
     }
 
@@ -73,7 +73,7 @@ impl<'a, T> Calls<'a, T> {
             None => {
                 if !self.sent {
                     // Not sent with the others (pipelining off): its own round trip.
-                    crate::telemetry::round_trip();
+                    crate::db::round_trips::round_trip();
                 }
                 call.await
             }

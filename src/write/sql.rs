@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use crate::catalog::{quote_ident, Collection, ColumnType, Identity, ScalarType};
+use crate::catalog::{Collection, ColumnType, Identity, ScalarType};
+use crate::db::quote_ident;
 use crate::geometry::Crs;
 use crate::read::sql as read_sql;
 

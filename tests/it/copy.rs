@@ -5,7 +5,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::{collection, create_role, point, settings_file, via_proxy, TestApp, TestDb};
-use featurepipe::write::{Strategy, STATEMENT_CACHE_LIMIT};
+use featurepipe::db::statement::STATEMENT_CACHE_LIMIT;
+use featurepipe::write::Strategy;
 
 async fn copy_app(setup: &str) -> TestApp {
     TestApp::with_config(setup, |c| {
