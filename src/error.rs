@@ -1,15 +1,117 @@
-//! One error type for the HTTP API, rendered as RFC 9457 `application/problem+json`.
+//! What went wrong, in the domain's words: a typed kind, a detail line, and
+//! the features and fields at fault. No HTTP here: `http::problem` is the
+//! one place that gives each kind a status and renders it as problem+json.
 
-use axum::http::{header, HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::write::report::BatchReport;
-use crate::write::retry::Conflict;
+use crate::db::DbError;
 
-/// How many individual problems a response lists; the total is always given.
+/// How many individual problems an error lists; the total is always given.
 pub const MAX_LISTED_ERRORS: usize = 100;
+
+/// What kind of thing went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The body is not JSON (or not UTF-8).
+    InvalidJson,
+    /// The body is JSON, but not a GeoJSON Feature or FeatureCollection.
+    InvalidGeojson,
+    /// An edit session's operations are not operations.
+    InvalidOperations,
+    /// Features do not fit the table.
+    ValidationFailed,
+    /// A query parameter (or the header standing for one) is wrong.
+    InvalidParameter,
+    /// More features than `FEATUREPIPE_MAX_FEATURES`.
+    TooManyFeatures,
+    /// No credential, or one that is not valid.
+    Unauthorized,
+    /// The caller may not do this.
+    Forbidden,
+    /// No collection of that name.
+    UnknownCollection,
+    /// Another request holding the same Idempotency-Key is running.
+    IdempotencyKeyInUse,
+    /// The database refused the work, for the reason given.
+    Refused(Refusal),
+    /// The database cannot take the request now (busy, unreachable).
+    Unavailable,
+    /// The connection was lost after COMMIT was sent: written or not, nobody knows.
+    OutcomeUnknown,
+    /// A fault of the service or the database that the client cannot fix.
+    Internal,
+}
+
+/// Why the database refused, in the classes a client acts on; from SQLSTATE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A unique, foreign-key or exclusion constraint, or more than one feature matched.
+    Conflicting,
+    /// No such feature (raised by the edit session's checks).
+    Missing,
+    /// The feature changed since the caller read it.
+    Changed,
+    /// The values do not fit: a data exception, a constraint, a trigger.
+    Unfit,
+    /// The database role may not do it.
+    NotPermitted,
+    /// A lock, a deadlock, a connection or resource problem: try again later.
+    Busy,
+    /// Anything else: the service's or the database's fault.
+    Fault,
+}
+
+impl Refusal {
+    /// The class of an SQLSTATE.
+    pub fn of(sqlstate: &str) -> Refusal {
+        match sqlstate {
+            "23505" | "23503" | "23P01" | "21000" => Refusal::Conflicting,
+            // Raised by featurepipe.fail in edit sessions.
+            "P0002" => Refusal::Missing,
+            "FP412" => Refusal::Changed,
+            "FP422" => Refusal::Unfit,
+            "42501" => Refusal::NotPermitted,
+            "40001" | "40P01" | "55P03" => Refusal::Busy,
+            c if c.starts_with("23") || c.starts_with("22") || c == "P0001" => Refusal::Unfit,
+            c if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => Refusal::Busy,
+            _ => Refusal::Fault,
+        }
+    }
+
+    /// The class of a database error; a lost connection is [`Refusal::Busy`].
+    pub fn of_error(err: &tokio_postgres::Error) -> Refusal {
+        err.code().map_or(Refusal::Busy, |c| Refusal::of(c.code()))
+    }
+}
+
+/// Why PostgreSQL rolled back a transaction that may succeed when run again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    /// SQLSTATE 40P01: this transaction and another waited for each other.
+    Deadlock,
+    /// SQLSTATE 40001: a concurrent change made the transaction unserializable.
+    Serialization,
+}
+
+impl Conflict {
+    /// The conflict an SQLSTATE reports, if it reports one.
+    pub fn from_sqlstate(code: &str) -> Option<Conflict> {
+        match code {
+            "40P01" => Some(Conflict::Deadlock),
+            "40001" => Some(Conflict::Serialization),
+            _ => None,
+        }
+    }
+
+    /// The conflict in words, for a detail line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Conflict::Deadlock => "a deadlock with another transaction (SQLSTATE 40P01)",
+            Conflict::Serialization => "a serialization failure (SQLSTATE 40001)",
+        }
+    }
+}
 
 /// One problem with one feature: where it is (JSON pointer) and what is wrong.
 #[derive(Debug, Clone, Serialize, PartialEq, ToSchema)]
@@ -67,86 +169,49 @@ impl FieldError {
     }
 }
 
-/// An error answered to the client as problem+json (boxed: errors travel far, and often).
+/// A domain error (boxed: errors travel far, and often).
 #[derive(Debug, Clone)]
-pub struct ApiError(Box<Problem>);
+pub struct Error(Box<Inner>);
 
-/// The problem document (RFC 9457), with the feature-level problems.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct Problem {
-    #[serde(skip)]
-    http_status: StatusCode,
-    /// Problem type: `urn:featurepipe:problem:<kind>` (not dereferenceable).
-    #[serde(rename = "type")]
-    kind: String,
-    /// The status's reason phrase.
-    title: String,
-    /// The HTTP status code.
-    status: u16,
-    /// What went wrong, in one line.
+#[derive(Debug, Clone)]
+struct Inner {
+    kind: ErrorKind,
     detail: String,
-    /// Problems with features or fields: the first 100.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     errors: Vec<FieldError>,
-    /// How many problems there were in all.
-    #[serde(skip_serializing_if = "Option::is_none")]
     total_errors: Option<usize>,
-    /// For a failed write: what happened to each batch (none is committed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batches: Option<Vec<BatchReport>>,
-    /// For a failed edit session: what happened to each operation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    batches: Option<serde_json::Value>,
     report: Option<serde_json::Value>,
-    /// The request's id (`x-request-id`), to find its log lines.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    request_id: Option<String>,
-    #[serde(skip)]
-    headers: Vec<(HeaderName, HeaderValue)>,
-    /// The database rolled the transaction back for this reason: running it again may succeed.
-    #[serde(skip)]
     conflict: Option<Conflict>,
 }
 
-impl ApiError {
-    /// A problem with a status, a short kind (`invalid-json`, …) and a detail line.
-    pub fn new(status: StatusCode, kind: &str, detail: impl Into<String>) -> Self {
-        ApiError(Box::new(Problem {
-            http_status: status,
-            kind: format!("urn:featurepipe:problem:{kind}"),
-            title: status.canonical_reason().unwrap_or("Error").to_owned(),
-            status: status.as_u16(),
+impl Error {
+    /// An error of `kind`, said in one line.
+    pub fn new(kind: ErrorKind, detail: impl Into<String>) -> Self {
+        Error(Box::new(Inner {
+            kind,
             detail: detail.into(),
             errors: Vec::new(),
             total_errors: None,
             batches: None,
             report: None,
-            request_id: None,
-            headers: Vec::new(),
             conflict: None,
         }))
     }
 
-    /// 404 for an unknown collection.
+    /// No collection named `id`.
     pub fn unknown_collection(id: &str) -> Self {
         Self::new(
-            StatusCode::NOT_FOUND,
-            "unknown-collection",
+            ErrorKind::UnknownCollection,
             format!("no collection named '{id}'; GET /collections lists them"),
         )
     }
 
-    /// 503 with `Retry-After`: the database cannot take the request now.
+    /// The database cannot take the request now.
     pub fn unavailable(detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "database-unavailable",
-            detail,
-        )
-        .with_header(header::RETRY_AFTER, HeaderValue::from_static("1"))
+        Self::new(ErrorKind::Unavailable, detail)
     }
 
-    /// [`ApiError::unavailable`] for a connection that failed: the error is
+    /// [`Error::unavailable`] for a connection that failed: the error is
     /// logged, the caller reads only `detail`, since connection errors can
     /// name hosts, ports, users and TLS settings.
     pub fn connection_failed(detail: &str, err: &dyn std::fmt::Display) -> Self {
@@ -154,16 +219,71 @@ impl ApiError {
         Self::unavailable(detail)
     }
 
-    /// Add a response header (`Allow`, `Retry-After`, …).
-    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
-        self.0.headers.push((name, value));
-        self
+    /// A fault of the service or the database that the client cannot fix.
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, detail)
     }
 
-    /// Attach the report of a failed edit session.
-    pub fn with_report(mut self, report: serde_json::Value) -> Self {
-        self.0.report = Some(report);
-        self
+    /// A panic or an aborted task of the service; what failed stays in the
+    /// log, since a panic's text may describe internals.
+    pub fn failed() -> Self {
+        Self::internal(
+            "the service failed while answering this request; it was logged. If it was a \
+             write, check whether it took effect before sending it again",
+        )
+    }
+
+    /// [`Error::failed`] for the task doing `what` that did not finish
+    /// (its panic or cancellation logged, never told).
+    pub fn task_failed(what: &str, err: &tokio::task::JoinError) -> Self {
+        tracing::error!(error = %err, "the task {what} failed");
+        Self::failed()
+    }
+
+    /// A write whose connection to the database was lost after COMMIT was
+    /// sent and before its answer: it may or may not have been written.
+    pub fn outcome_unknown() -> Self {
+        Self::new(
+            ErrorKind::OutcomeUnknown,
+            "the connection to the database was lost after COMMIT was sent: whether \
+             the features were written is unknown. Check before sending them again, \
+             or retry with the same Idempotency-Key (a request sent with one is \
+             answered from its first outcome); a retry without one may write them twice",
+        )
+    }
+
+    /// A database error outside any feature (preparing, BEGIN, reading),
+    /// met while `doing`.
+    pub fn database(doing: &str, err: &tokio_postgres::Error) -> Self {
+        let Some(db) = err.as_db_error() else {
+            return Self::connection_failed(
+                &format!("database connection lost while {doing}"),
+                err,
+            );
+        };
+        Self::new(
+            ErrorKind::Refused(Refusal::of(db.code().code())),
+            format!("database error while {doing}: {}", db.message()),
+        )
+        .with_conflict(Conflict::from_sqlstate(db.code().code()))
+    }
+
+    /// A write the database refused (`refusal`), `errors` (its cause first)
+    /// saying why; marked when the cause is a conflict that running it
+    /// again may resolve.
+    pub fn refused(refusal: Refusal, detail: String, errors: Vec<FieldError>) -> Self {
+        let conflict = errors
+            .first()
+            .and_then(|cause| cause.sqlstate.as_deref())
+            .and_then(Conflict::from_sqlstate);
+        Self::new(ErrorKind::Refused(refusal), detail)
+            .with_errors(errors)
+            .with_conflict(conflict)
+    }
+
+    /// What kind of error it is.
+    pub fn kind(&self) -> ErrorKind {
+        self.0.kind
     }
 
     /// The detail line.
@@ -175,52 +295,6 @@ impl ApiError {
     pub fn with_detail(mut self, detail: String) -> Self {
         self.0.detail = detail;
         self
-    }
-
-    /// Mark the error as a transaction the database rolled back because of `conflict`.
-    pub fn with_conflict(mut self, conflict: Option<Conflict>) -> Self {
-        self.0.conflict = conflict;
-        self
-    }
-
-    /// Why the database rolled the transaction back, when running it again may succeed.
-    pub fn conflict(&self) -> Option<Conflict> {
-        self.0.conflict
-    }
-
-    /// 500 for a fault of the service or the database that the client cannot fix.
-    pub fn internal(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail)
-    }
-
-    /// 500 for a panic or an aborted task of the service; what failed stays
-    /// in the log, since a panic's text may describe internals.
-    pub fn failed() -> Self {
-        Self::internal(
-            "the service failed while answering this request; it was logged. If it was a \
-             write, check whether it took effect before sending it again",
-        )
-    }
-
-    /// [`ApiError::failed`] for the task doing `what` that did not finish
-    /// (its panic or cancellation logged, never answered).
-    pub fn task_failed(what: &str, err: &tokio::task::JoinError) -> Self {
-        tracing::error!(error = %err, "the task {what} failed");
-        Self::failed()
-    }
-
-    /// 502 for a write whose connection to the database was lost after COMMIT
-    /// was sent and before its answer: it may or may not have been written.
-    /// No `Retry-After`: a blind retry could write everything twice.
-    pub fn outcome_unknown() -> Self {
-        Self::new(
-            StatusCode::BAD_GATEWAY,
-            "outcome-unknown",
-            "the connection to the database was lost after COMMIT was sent: whether \
-             the features were written is unknown. Check before sending them again, \
-             or retry with the same Idempotency-Key (a request sent with one is \
-             answered from its first outcome); a retry without one may write them twice",
-        )
     }
 
     /// Attach feature-level problems; only the first [`MAX_LISTED_ERRORS`] are kept.
@@ -237,24 +311,6 @@ impl ApiError {
         self
     }
 
-    /// Attach the per-batch report of a failed write.
-    pub fn with_batches(mut self, batches: Vec<BatchReport>) -> Self {
-        self.0.batches = Some(batches);
-        self
-    }
-
-    /// [`FieldError::for_reader`] for each feature-level problem.
-    pub fn for_reader(mut self, may_read: bool) -> Self {
-        let errors = std::mem::take(&mut self.0.errors);
-        self.0.errors = errors.into_iter().map(|e| e.for_reader(may_read)).collect();
-        self
-    }
-
-    /// The HTTP status this error is answered with.
-    pub fn status(&self) -> StatusCode {
-        self.0.http_status
-    }
-
     /// The listed feature-level problems.
     pub fn errors(&self) -> &[FieldError] {
         &self.0.errors
@@ -264,34 +320,75 @@ impl ApiError {
     pub fn total_errors(&self) -> usize {
         self.0.total_errors.unwrap_or(self.0.errors.len())
     }
-}
 
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.0.http_status, self.0.detail)
+    /// How many problems were counted, when some were (for the problem's `total_errors`).
+    pub fn counted_errors(&self) -> Option<usize> {
+        self.0.total_errors
+    }
+
+    /// [`FieldError::for_reader`] for each feature-level problem.
+    pub fn for_reader(mut self, may_read: bool) -> Self {
+        let errors = std::mem::take(&mut self.0.errors);
+        self.0.errors = errors.into_iter().map(|e| e.for_reader(may_read)).collect();
+        self
+    }
+
+    /// Attach what happened to each batch of a failed write.
+    pub fn with_batches(mut self, batches: &impl Serialize) -> Self {
+        self.0.batches = serde_json::to_value(batches).ok();
+        self
+    }
+
+    /// What happened to each batch, for a failed write.
+    pub fn batches(&self) -> Option<&serde_json::Value> {
+        self.0.batches.as_ref()
+    }
+
+    /// Attach the report of a failed edit session.
+    pub fn with_report(mut self, report: &impl Serialize) -> Self {
+        self.0.report = serde_json::to_value(report).ok();
+        self
+    }
+
+    /// The report of a failed edit session.
+    pub fn report(&self) -> Option<&serde_json::Value> {
+        self.0.report.as_ref()
+    }
+
+    /// Mark the error as a transaction the database rolled back because of `conflict`.
+    pub fn with_conflict(mut self, conflict: Option<Conflict>) -> Self {
+        self.0.conflict = conflict;
+        self
+    }
+
+    /// Why the database rolled the transaction back, when running it again may succeed.
+    pub fn conflict(&self) -> Option<Conflict> {
+        self.0.conflict
     }
 }
 
-impl std::error::Error for ApiError {}
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.0.kind, self.0.detail)
+    }
+}
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut problem = *self.0;
-        problem.request_id = crate::telemetry::request_id();
-        if problem.http_status.is_server_error() {
-            tracing::error!(status = %problem.http_status, detail = %problem.detail, "request failed");
+impl std::error::Error for Error {}
+
+impl From<DbError> for Error {
+    fn from(err: DbError) -> Self {
+        match err {
+            DbError::Busy(_) => Error::unavailable(err.to_string()),
+            DbError::Unreachable(source) => {
+                Error::connection_failed("the database is unreachable; retry later", &source)
+            }
+            DbError::NoAnswer(source) => {
+                Error::connection_failed("the database does not answer", &source)
+            }
+            DbError::RoleRefused { .. } => Error::new(ErrorKind::Forbidden, err.to_string()),
+            DbError::RoleUnbound => Error::internal(err.to_string()),
+            DbError::Query { doing, source } => Error::database(doing, &source),
         }
-        let body = serde_json::to_vec(&problem).unwrap_or_default();
-        let mut response = (problem.http_status, body).into_response();
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        for (name, value) in problem.headers {
-            headers.insert(name, value);
-        }
-        response
     }
 }
 
@@ -300,12 +397,33 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_panicking_task_is_answered_without_its_panic_text() {
+    async fn a_panicking_task_is_told_without_its_panic_text() {
         let joined = tokio::spawn(async { panic!("secret internals at 0xdead") }).await;
-        let err = ApiError::task_failed("writing", &joined.unwrap_err());
-        assert_eq!(err.0.http_status, StatusCode::INTERNAL_SERVER_ERROR);
+        let err = Error::task_failed("writing", &joined.unwrap_err());
+        assert_eq!(err.kind(), ErrorKind::Internal);
         assert!(!err.detail().contains("secret"), "{}", err.detail());
         assert!(!err.detail().contains("panic"), "{}", err.detail());
-        assert_eq!(err.detail(), ApiError::failed().detail());
+        assert_eq!(err.detail(), Error::failed().detail());
+    }
+
+    #[test]
+    fn sqlstates_by_class() {
+        assert_eq!(Refusal::of("23505"), Refusal::Conflicting);
+        assert_eq!(Refusal::of("23514"), Refusal::Unfit);
+        assert_eq!(Refusal::of("22P02"), Refusal::Unfit);
+        assert_eq!(Refusal::of("40P01"), Refusal::Busy);
+        assert_eq!(Refusal::of("08006"), Refusal::Busy);
+        assert_eq!(Refusal::of("XX000"), Refusal::Fault);
+    }
+
+    #[test]
+    fn conflicts_by_sqlstate() {
+        assert_eq!(Conflict::from_sqlstate("40P01"), Some(Conflict::Deadlock));
+        assert_eq!(
+            Conflict::from_sqlstate("40001"),
+            Some(Conflict::Serialization)
+        );
+        assert_eq!(Conflict::from_sqlstate("23505"), None);
+        assert_eq!(Conflict::from_sqlstate("08006"), None);
     }
 }

@@ -1,9 +1,18 @@
 //! featurepipe: GeoJSON features into PostGIS in the fewest round trips.
+//!
+//! The modules are layers; each imports only those listed below it
+//! (docs/architecture.md draws them):
+//! - adapters: [`http`] (the web API: handlers, `AppState`, problem+json),
+//!   [`config`] (the CLI's settings), [`push`] (the bulk-load client, which
+//!   uses no server module);
+//! - domain: [`session`], [`write`], [`read`], [`feature`], [`auth`], with
+//!   their typed [`error`]s;
+//! - model: [`catalog`], what a table is;
+//! - database access: [`db`];
+//! - pure: `json`, [`geometry`].
 
 mod json;
 
-pub mod api;
-pub mod app;
 pub mod auth;
 pub mod catalog;
 pub mod config;
@@ -11,12 +20,11 @@ pub mod db;
 pub mod error;
 pub mod feature;
 pub mod geometry;
+pub mod http;
 pub mod push;
 pub mod read;
-pub mod server;
 pub mod session;
-pub mod telemetry;
 pub mod write;
 
-pub use app::{router, AppState};
-pub use server::serve;
+pub use http::app::{router, AppState};
+pub use http::server::serve;

@@ -99,7 +99,7 @@ async fn run() -> ExitCode {
         Command::Serve(config) => serve(*config).await,
         Command::Migrate(args) => migrate_only(args).await,
         Command::Openapi => {
-            print!("{}", featurepipe::api::openapi::document_json());
+            print!("{}", featurepipe::http::openapi::document_json());
             Ok(())
         }
         Command::ApiKey { name, scope } => api_key(&name, &scope),

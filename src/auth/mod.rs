@@ -8,14 +8,10 @@ mod token;
 
 use std::collections::HashMap;
 
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use sha2::{Digest, Sha256};
 
-use crate::app::AppState;
 use crate::catalog::settings::Settings;
-use crate::error::ApiError;
+use crate::error::{Error, ErrorKind};
 pub use grant::Grant;
 pub use token::JwtKeys;
 
@@ -102,8 +98,9 @@ impl Auth {
         self.enabled
     }
 
-    /// The caller presenting `headers`: 401 for credentials that are not valid.
-    pub fn identify(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    /// The caller presenting credential `presented` (an API key or a JWT),
+    /// or none: unauthorized for credentials that are not valid.
+    pub fn identify(&self, presented: Option<&str>) -> Result<Caller, Error> {
         if !self.enabled {
             return Ok(Caller {
                 name: None,
@@ -112,7 +109,7 @@ impl Auth {
                 role: None,
             });
         }
-        let Some(presented) = presented(headers)? else {
+        let Some(presented) = presented else {
             return Ok(Caller {
                 name: None,
                 owner: None,
@@ -166,13 +163,13 @@ impl Caller {
         self.grant.can_write(id)
     }
 
-    /// 401 (anonymous) or 403 unless collection `id` may be read.
-    pub fn check_read(&self, id: &str) -> Result<(), ApiError> {
+    /// Unauthorized (anonymous) or forbidden unless collection `id` may be read.
+    pub fn check_read(&self, id: &str) -> Result<(), Error> {
         self.check(self.can_read(id), "read", id)
     }
 
-    /// 401 (anonymous) or 403 unless collection `id` may be written.
-    pub fn check_write(&self, id: &str) -> Result<(), ApiError> {
+    /// Unauthorized (anonymous) or forbidden unless collection `id` may be written.
+    pub fn check_write(&self, id: &str) -> Result<(), Error> {
         self.check(self.can_write(id), "write", id)
     }
 
@@ -184,62 +181,28 @@ impl Caller {
         }
     }
 
-    /// 401 (anonymous) or 403 unless some collection may be written.
-    pub fn check_write_any(&self) -> Result<(), ApiError> {
+    /// Unauthorized (anonymous) or forbidden unless some collection may be written.
+    pub fn check_write_any(&self) -> Result<(), Error> {
         self.check(self.grant.writes_any(), "write", "any collection")
     }
 
-    fn check(&self, allowed: bool, what: &str, id: &str) -> Result<(), ApiError> {
+    fn check(&self, allowed: bool, what: &str, id: &str) -> Result<(), Error> {
         match (allowed, &self.name) {
             (true, _) => Ok(()),
             (false, None) => Err(unauthorized(&format!(
                 "credentials are needed to {what} '{id}' (Authorization: Bearer, or X-API-Key)"
             ))),
-            (false, Some(name)) => Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
+            (false, Some(name)) => Err(Error::new(
+                ErrorKind::Forbidden,
                 format!("'{name}' may not {what} '{id}'"),
             )),
         }
     }
 }
 
-impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        state.auth.identify(&parts.headers)
-    }
-}
-
-/// The credential in `Authorization: Bearer …` or `X-API-Key`, if any.
-fn presented(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
-    if let Some(value) = headers.get(header::AUTHORIZATION) {
-        let text = value.to_str().unwrap_or_default();
-        return match text.split_once(' ') {
-            Some((scheme, credential)) if scheme.eq_ignore_ascii_case("bearer") => {
-                Ok(Some(credential.trim()))
-            }
-            _ => Err(unauthorized(
-                "Authorization must be 'Bearer <API key or JWT>'",
-            )),
-        };
-    }
-    match headers.get("x-api-key") {
-        Some(value) => value
-            .to_str()
-            .map(|key| Some(key.trim()))
-            .map_err(|_| unauthorized("the API key is not known")),
-        None => Ok(None),
-    }
-}
-
-/// 401 with the challenge RFC 6750 asks for.
-fn unauthorized(why: &str) -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why).with_header(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"featurepipe\""),
-    )
+/// A caller refused for the credential they presented, or for presenting none.
+pub fn unauthorized(why: &str) -> Error {
+    Error::new(ErrorKind::Unauthorized, why)
 }
 
 /// 64 hex digits as 32 bytes.

@@ -15,13 +15,41 @@ use deadpool_postgres::{
 use statement::Naming;
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use tokio_postgres::error::SqlState;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::error::ApiError;
-use crate::write::dberror::request_error;
-use crate::write::retry::Retry;
+/// Why a request could not use the database.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// No connection became free within the pool's wait.
+    #[error("no database connection became free within {0:?}; retry later")]
+    Busy(Duration),
+    /// No connection could be made.
+    #[error("the database is unreachable: {0}")]
+    Unreachable(PoolError),
+    /// A connection was taken but did not answer.
+    #[error("the database does not answer: {0}")]
+    NoAnswer(tokio_postgres::Error),
+    /// The credential's database role cannot be used.
+    #[error("the credential's database role '{role}' cannot be used: {message}")]
+    RoleRefused {
+        /// The role.
+        role: String,
+        /// The database's reason.
+        message: String,
+    },
+    /// The connection's role was not chosen for this request (the service's fault).
+    #[error("the request's database role was not chosen")]
+    RoleUnbound,
+    /// A statement failed while `doing`.
+    #[error("database error while {doing}: {source}")]
+    Query {
+        /// What the statement was for.
+        doing: &'static str,
+        /// The error.
+        source: tokio_postgres::Error,
+    },
+}
 
 /// Why the service cannot start against this database.
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +130,7 @@ pub struct Database {
     pool: Pool,
     wait: Duration,
     role: RoleUse,
-    retry: Retry,
+    retries: u32,
     pooler: Pooler,
     tls: Arc<tls::TlsOptions>,
     connector: MakeRustlsConnect,
@@ -189,7 +217,7 @@ impl Database {
             pool,
             wait,
             role: RoleUse::Off,
-            retry: Retry { retries: 0 },
+            retries: 0,
             pooler,
             tls: Arc::new(tls_options),
             connector,
@@ -237,13 +265,13 @@ impl Database {
     /// Run transactions rolled back by a deadlock or a serialization failure
     /// again, at most `retries` times (where the caller says it is safe).
     pub fn with_retries(mut self, retries: u32) -> Self {
-        self.retry = Retry { retries };
+        self.retries = retries;
         self
     }
 
     /// How often a transaction rolled back by a conflict is run again.
-    pub fn retry(&self) -> Retry {
-        self.retry
+    pub fn retries(&self) -> u32 {
+        self.retries
     }
 
     /// The pool's connections: how many, how many are free, how many wait.
@@ -251,14 +279,11 @@ impl Database {
         self.pool.status()
     }
 
-    /// Take a connection, waiting at most the configured time: 503 otherwise.
-    pub async fn connection(&self) -> Result<Object, ApiError> {
+    /// Take a connection, waiting at most the configured time.
+    pub async fn connection(&self) -> Result<Object, DbError> {
         let client = self.pool.get().await.map_err(|e| match e {
-            PoolError::Timeout(_) => ApiError::unavailable(format!(
-                "no database connection became free within {:?}; retry later",
-                self.wait
-            )),
-            e => ApiError::connection_failed("the database is unreachable; retry later", &e),
+            PoolError::Timeout(_) => DbError::Busy(self.wait),
+            e => DbError::Unreachable(e),
         })?;
         self.assume_role(&client).await?;
         Ok(client)
@@ -266,14 +291,10 @@ impl Database {
 
     /// Set the connection's role for this request. Every checkout sets it
     /// (or resets it), so no role outlives the request that chose it.
-    async fn assume_role(&self, client: &Object) -> Result<(), ApiError> {
+    async fn assume_role(&self, client: &Object) -> Result<(), DbError> {
         let role = match &self.role {
             RoleUse::Off => return Ok(()),
-            RoleUse::Unbound => {
-                return Err(ApiError::internal(
-                    "the request's database role was not chosen",
-                ))
-            }
+            RoleUse::Unbound => return Err(DbError::RoleUnbound),
             RoleUse::As(role) => role,
         };
         // The name comes from a verified credential; quoting keeps it a name.
@@ -291,17 +312,15 @@ impl Database {
                         || *code == SqlState::UNDEFINED_OBJECT
                         || *code == SqlState::INSUFFICIENT_PRIVILEGE =>
                 {
-                    ApiError::new(
-                        StatusCode::FORBIDDEN,
-                        "forbidden",
-                        format!(
-                            "the credential's database role '{}' cannot be used: {}",
-                            role.as_deref().unwrap_or_default(),
-                            e.as_db_error().map_or("", |d| d.message())
-                        ),
-                    )
+                    DbError::RoleRefused {
+                        role: role.as_deref().unwrap_or_default().to_owned(),
+                        message: e.as_db_error().map_or("", |d| d.message()).to_owned(),
+                    }
                 }
-                _ => request_error("choosing the database role", &e),
+                _ => DbError::Query {
+                    doing: "choosing the database role",
+                    source: e,
+                },
             })
     }
 
@@ -364,14 +383,14 @@ impl Database {
     }
 
     /// Whether a connection can be taken and answers a query now.
-    pub async fn is_ready(&self) -> Result<(), ApiError> {
+    pub async fn is_ready(&self) -> Result<(), DbError> {
         let client = self.connection().await?;
         round_trips::round_trip();
         client
             .simple_query("SELECT 1")
             .await
             .map(|_| ())
-            .map_err(|e| ApiError::connection_failed("the database does not answer", &e))
+            .map_err(DbError::NoAnswer)
     }
 }
 

@@ -8,11 +8,10 @@ pub mod coerce;
 mod input;
 pub mod value;
 
-use axum::http::StatusCode;
 use std::borrow::Cow;
 
 use crate::catalog::{Collection, ColumnType};
-use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
+use crate::error::{Error, ErrorKind, FieldError, MAX_LISTED_ERRORS};
 pub use crate::geometry::MALFORMED;
 use crate::geometry::{encode_geometry, Crs, GeometryIn};
 use crate::json::Reader;
@@ -105,7 +104,7 @@ impl Default for Reading {
 }
 
 /// Parse a Feature or FeatureCollection and validate every feature against `coll`.
-pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<ParsedBody, ApiError> {
+pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<ParsedBody, Error> {
     let body = utf8(body)?;
     let mut v = Validator::new(coll, how);
     // Room for as many rows as the body has features: growing by doubling
@@ -130,9 +129,8 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     })
     .map_err(|e| invalid_json(&e.describe(body)))?;
     if too_many {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too-many-features",
+        return Err(Error::new(
+            ErrorKind::TooManyFeatures,
             format!(
                 "the body has more than {} features (FEATUREPIPE_MAX_FEATURES); send it in parts",
                 how.limits.features
@@ -217,7 +215,7 @@ pub fn parse_item(
     coll: &Collection,
     purpose: Purpose,
     how: &Reading,
-) -> Result<ItemBody, ApiError> {
+) -> Result<ItemBody, Error> {
     let body = utf8(body)?;
     let feature =
         read_feature(body, how.limits.positions).map_err(|e| invalid_json(&e.describe(body)))?;
@@ -258,36 +256,37 @@ fn id_text(raw: &str) -> String {
     }
 }
 
-fn invalid_json(problem: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "invalid-json",
+fn invalid_json(problem: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidJson,
         format!("the body is not valid JSON: {problem}"),
     )
 }
 
 /// UTF-8 is checked once, so that no later pass checks it again.
-fn utf8(body: &[u8]) -> Result<&str, ApiError> {
+fn utf8(body: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-json",
+        Error::new(
+            ErrorKind::InvalidJson,
             format!("the body is not UTF-8: {e}"),
         )
     })
 }
 
-fn not_geojson() -> ApiError {
+fn not_geojson() -> Error {
     malformed(
         "the body must be a GeoJSON Feature or FeatureCollection object",
         "/type",
     )
 }
 
-fn malformed(message: &str, pointer: &str) -> ApiError {
-    ApiError::new(StatusCode::BAD_REQUEST, "invalid-geojson", message).with_errors(vec![
-        FieldError::new(0, pointer.to_owned(), MALFORMED, message),
-    ])
+fn malformed(message: &str, pointer: &str) -> Error {
+    Error::new(ErrorKind::InvalidGeojson, message).with_errors(vec![FieldError::new(
+        0,
+        pointer.to_owned(),
+        MALFORMED,
+        message,
+    )])
 }
 
 struct Validator<'a> {
@@ -380,15 +379,15 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// The error for a body with problems: 400 when some of it is not GeoJSON, else 422.
-    fn failure(self) -> ApiError {
-        let (status, kind) = if self.malformed {
-            (StatusCode::BAD_REQUEST, "invalid-geojson")
+    /// The error for a body with problems: not GeoJSON when some of it is
+    /// not, else features that do not fit.
+    fn failure(self) -> Error {
+        let kind = if self.malformed {
+            ErrorKind::InvalidGeojson
         } else {
-            (StatusCode::UNPROCESSABLE_ENTITY, "validation-failed")
+            ErrorKind::ValidationFailed
         };
-        ApiError::new(
-            status,
+        Error::new(
             kind,
             format!(
                 "{} problem(s) in {} feature(s); nothing was written",

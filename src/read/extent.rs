@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::catalog::Collection;
 use crate::db::Database;
-use crate::error::ApiError;
+use crate::error::Error;
 
 /// How long an extent is served before it is computed again.
 pub const EXTENT_REFRESH: Duration = Duration::from_secs(300);
@@ -30,7 +30,7 @@ pub struct ExtentCache {
 impl ExtentCache {
     /// The collection's extent: from the cache while fresh, else computed.
     /// Requests that find it stale at once wait for one computation.
-    pub async fn extent(&self, db: &Database, coll: &Collection) -> Result<Bbox, ApiError> {
+    pub async fn extent(&self, db: &Database, coll: &Collection) -> Result<Bbox, Error> {
         let key = (coll.id.clone(), db.role().map(str::to_owned));
         let slot = self
             .slots

@@ -13,9 +13,8 @@ use tokio_postgres::types::ToSql;
 use crate::catalog::Collection;
 use crate::db::statement::{prepare, prepare_both};
 use crate::db::Database;
-use crate::error::ApiError;
+use crate::error::{Error, ErrorKind};
 use crate::geometry::Crs;
-use crate::write::dberror::request_error;
 use params::ItemsQuery;
 
 /// One stored feature as GeoJSON text with its validators.
@@ -80,23 +79,22 @@ fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> Str
 }
 
 /// A filter value that is not of its column's type is the client's mistake.
-fn read_error(doing: &str, err: &tokio_postgres::Error) -> ApiError {
+fn read_error(doing: &str, err: &tokio_postgres::Error) -> Error {
     match err.code() {
-        Some(code) if code.code().starts_with("22") => ApiError::new(
-            axum::http::StatusCode::BAD_REQUEST,
-            "invalid-parameter",
+        Some(code) if code.code().starts_with("22") => Error::new(
+            ErrorKind::InvalidParameter,
             format!(
                 "a filter value does not fit its column: {}",
                 err.as_db_error()
                     .map_or(String::new(), |e| e.message().to_owned())
             ),
         ),
-        _ => request_error(doing, err),
+        _ => Error::database(doing, err),
     }
 }
 
 /// One page of features matching `query`, with the total count, in one round trip.
-pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Result<Page, ApiError> {
+pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Result<Page, Error> {
     let client = db.connection().await?;
     let mut params: Params = Vec::new();
     let filter = conditions(coll, query, &mut params);
@@ -144,20 +142,20 @@ pub async fn item(
     coll: &Collection,
     id: &str,
     crs: &Crs,
-) -> Result<Option<StoredFeature>, ApiError> {
+) -> Result<Option<StoredFeature>, Error> {
     let Some(sql) = sql::select_item(coll, crs) else {
         return Ok(None);
     };
     let client = db.connection().await?;
     let statement = prepare(&client, &sql, db.naming())
         .await
-        .map_err(|e| request_error("preparing the item query", &e))?;
+        .map_err(|e| Error::database("preparing the item query", &e))?;
     crate::db::round_trips::round_trip();
     match statement.query_opt(&client, &[&id]).await {
         Ok(row) => Ok(row.map(StoredFeature::from)),
         // An id that cannot be a key of this type names no feature.
         Err(e) if e.code().is_some_and(|c| c.code().starts_with("22")) => Ok(None),
-        Err(e) => Err(request_error("reading a feature", &e)),
+        Err(e) => Err(Error::database("reading a feature", &e)),
     }
 }
 
@@ -181,7 +179,7 @@ pub async fn item_in(
 
 /// The collection's extent in CRS84 (min lon, min lat, max lon, max lat), if
 /// it has features; [`extent::ExtentCache`] keeps it.
-pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>, ApiError> {
+pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>, Error> {
     let client = db.connection().await?;
     let sql = sql::extent(coll);
     let names = [&coll.schema, &coll.table, &coll.columns[coll.geometry].name];
@@ -192,12 +190,12 @@ pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>
     };
     let statement = prepare(&client, &sql, db.naming())
         .await
-        .map_err(|e| request_error("preparing the extent query", &e))?;
+        .map_err(|e| Error::database("preparing the extent query", &e))?;
     crate::db::round_trips::round_trip();
     let row = statement
         .query_one(&client, &params)
         .await
-        .map_err(|e| request_error("computing the extent", &e))?;
+        .map_err(|e| Error::database("computing the extent", &e))?;
     let b: [Option<f64>; 4] = [row.get(0), row.get(1), row.get(2), row.get(3)];
     Ok(match b {
         [Some(a), Some(b), Some(c), Some(d)] => Some([a, b, c, d]),

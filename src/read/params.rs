@@ -1,9 +1,7 @@
 //! The query parameters of `GET /collections/{id}/items`, checked against the collection.
 
-use axum::http::StatusCode;
-
 use crate::catalog::{Collection, ColumnType, ScalarType};
-use crate::error::ApiError;
+use crate::error::{Error, ErrorKind};
 use crate::geometry::{crs, Crs, WGS84_SRID};
 
 /// Items per page when `limit` is not given.
@@ -40,16 +38,15 @@ pub struct ItemsQuery {
     pub datetime: Option<String>,
 }
 
-fn bad(param: &str, detail: impl Into<String>) -> ApiError {
-    ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "invalid-parameter",
+fn bad(param: &str, detail: impl Into<String>) -> Error {
+    Error::new(
+        ErrorKind::InvalidParameter,
         format!("query parameter '{param}': {}", detail.into()),
     )
 }
 
 /// Check that `f`, when given, asks for JSON.
-pub fn check_format(value: &str) -> Result<(), ApiError> {
+pub fn check_format(value: &str) -> Result<(), Error> {
     match value {
         "json" | "geojson" => Ok(()),
         other => Err(bad("f", format!("'{other}' is not offered; use f=json"))),
@@ -57,7 +54,7 @@ pub fn check_format(value: &str) -> Result<(), ApiError> {
 }
 
 /// Reject any parameter but `f` (for resources that take no query).
-pub fn only_format(pairs: &[(String, String)]) -> Result<(), ApiError> {
+pub fn only_format(pairs: &[(String, String)]) -> Result<(), Error> {
     for (name, value) in pairs {
         match name.as_str() {
             "f" => check_format(value)?,
@@ -68,7 +65,7 @@ pub fn only_format(pairs: &[(String, String)]) -> Result<(), ApiError> {
 }
 
 /// 400 for a parameter this resource does not take.
-pub fn unknown_parameter(name: &str, known: &str) -> ApiError {
+pub fn unknown_parameter(name: &str, known: &str) -> Error {
     bad(
         name,
         format!("unknown parameter (this resource takes {known})"),
@@ -77,7 +74,7 @@ pub fn unknown_parameter(name: &str, known: &str) -> ApiError {
 
 impl ItemsQuery {
     /// Check the query string's pairs against `coll`; any unknown or repeated name is a 400.
-    pub fn parse(pairs: &[(String, String)], coll: &Collection) -> Result<Self, ApiError> {
+    pub fn parse(pairs: &[(String, String)], coll: &Collection) -> Result<Self, Error> {
         let mut bbox = None;
         let mut bbox_crs = None;
         let mut query = ItemsQuery {
@@ -173,7 +170,7 @@ fn filterable(coll: &Collection, ci: usize) -> bool {
 }
 
 /// An RFC 3339 date-time, or an interval `start/end` where either may be `..` or empty.
-fn checked_datetime(value: &str) -> Result<String, ApiError> {
+fn checked_datetime(value: &str) -> Result<String, Error> {
     let instant = |s: &str| {
         chrono::DateTime::parse_from_rfc3339(s).is_ok()
             || chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
@@ -196,11 +193,7 @@ fn checked_datetime(value: &str) -> Result<String, ApiError> {
 }
 
 /// The offered CRS `value` names, else a 400 listing those offered.
-pub fn offered_crs<'c>(
-    coll: &'c Collection,
-    param: &str,
-    value: &str,
-) -> Result<&'c Crs, ApiError> {
+pub fn offered_crs<'c>(coll: &'c Collection, param: &str, value: &str) -> Result<&'c Crs, Error> {
     coll.find_crs(value).ok_or_else(|| {
         let offered: Vec<&str> = coll.crs.iter().map(|c| c.uri.as_str()).collect();
         bad(
@@ -214,7 +207,7 @@ pub fn offered_crs<'c>(
 }
 
 /// `minx,miny,maxx,maxy` or `minx,miny,minz,maxx,maxy,maxz`, in the axis order of its CRS.
-fn parse_bbox(value: &str) -> Result<[f64; 4], ApiError> {
+fn parse_bbox(value: &str) -> Result<[f64; 4], Error> {
     let numbers: Vec<f64> = value
         .split(',')
         .map(|s| s.trim().parse::<f64>().ok().filter(|n| n.is_finite()))
@@ -227,7 +220,7 @@ fn parse_bbox(value: &str) -> Result<[f64; 4], ApiError> {
 }
 
 /// The box with x first; in degrees, its latitudes in range and south below north.
-fn checked_bbox(b: [f64; 4], crs: &Crs) -> Result<Bbox, ApiError> {
+fn checked_bbox(b: [f64; 4], crs: &Crs) -> Result<Bbox, Error> {
     let coords = if crs.lat_first {
         [b[1], b[0], b[3], b[2]]
     } else {

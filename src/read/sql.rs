@@ -1,6 +1,6 @@
 //! SQL text for reads, built only from catalog identifiers.
 
-use crate::catalog::{Collection};
+use crate::catalog::Collection;
 use crate::db::quote_ident;
 use crate::geometry::{Crs, GeometryColumn, GeometryType, WGS84_SRID};
 

@@ -2,15 +2,14 @@
 //! before any database work, with the items endpoint's error reports and
 //! pointers into the operations array.
 
-use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Op, Operation, Step, StepKind};
-use crate::app::AppState;
 use crate::auth::Caller;
-use crate::error::{ApiError, FieldError, MAX_LISTED_ERRORS};
-use crate::feature::{parse_body, parse_item, ItemBody, Purpose, Reading, MALFORMED};
+use crate::catalog::Catalog;
+use crate::error::{Error, ErrorKind, FieldError, MAX_LISTED_ERRORS};
+use crate::feature::{parse_body, parse_item, InputLimits, ItemBody, Purpose, Reading, MALFORMED};
 
 #[derive(Deserialize)]
 struct Body<'a> {
@@ -71,7 +70,7 @@ impl Problems {
     }
 
     /// Take over the problems of a Feature or FeatureCollection at `at`.
-    fn absorb(&mut self, err: ApiError, operation: usize, at: &str) {
+    fn absorb(&mut self, err: Error, operation: usize, at: &str) {
         if err.errors().is_empty() {
             self.say(operation, at.to_owned(), MALFORMED, err.detail());
             return;
@@ -91,15 +90,14 @@ impl Problems {
 /// kept as rejected (not sent) instead of refusing the session; one that is
 /// not an operation at all still refuses it.
 pub fn parse(
-    state: &AppState,
+    (catalog, limits): (&Catalog, InputLimits),
     caller: &Caller,
     body: &[u8],
     keep_valid: bool,
-) -> Result<(Vec<Operation>, Vec<Step>), ApiError> {
+) -> Result<(Vec<Operation>, Vec<Step>), Error> {
     let body: Body<'_> = serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-json",
+        Error::new(
+            ErrorKind::InvalidJson,
             format!("the body is not an object with an array \"operations\": {e}"),
         )
     })?;
@@ -137,7 +135,7 @@ pub fn parse(
         })?;
         let first = steps.len();
         let may_read = caller.can_read(&op.collection);
-        match read(state, &op, kind, &at, &mut steps) {
+        match read((catalog, limits), &op, kind, &at, &mut steps) {
             Ok((at, indexed)) => operations.push(Operation {
                 op: kind,
                 collection: op.collection.clone(),
@@ -175,13 +173,12 @@ pub fn parse(
     if problems.total == 0 {
         return Ok((operations, steps));
     }
-    let (status, kind) = if problems.malformed {
-        (StatusCode::BAD_REQUEST, "invalid-operations")
+    let kind = if problems.malformed {
+        ErrorKind::InvalidOperations
     } else {
-        (StatusCode::UNPROCESSABLE_ENTITY, "validation-failed")
+        ErrorKind::ValidationFailed
     };
-    Err(ApiError::new(
-        status,
+    Err(Error::new(
         kind,
         format!(
             "{} problem(s) in the operations; nothing was written",
@@ -196,7 +193,7 @@ enum Wrong {
     /// A problem with the operation itself: pointer, code, message.
     Field(String, &'static str, String),
     /// Problems in its feature(s), reported at this pointer.
-    Body(ApiError, String),
+    Body(Error, String),
 }
 
 fn field(at: &str, member: &str, code: &'static str, message: impl Into<String>) -> Wrong {
@@ -206,13 +203,13 @@ fn field(at: &str, member: &str, code: &'static str, message: impl Into<String>)
 /// Validate one operation and append its statements; answers what it does,
 /// and where in the body its statements' features or ids are (see [`Operation`]).
 fn read(
-    state: &AppState,
+    (catalog, limits): (&Catalog, InputLimits),
     op: &OpIn<'_>,
     kind: Op,
     at: &str,
     steps: &mut Vec<Step>,
 ) -> Result<(String, bool), Wrong> {
-    let coll = state.catalog.get(&op.collection).cloned().ok_or_else(|| {
+    let coll = catalog.get(&op.collection).cloned().ok_or_else(|| {
         field(
             at,
             "/collection",
@@ -229,7 +226,7 @@ fn read(
         ));
     }
     let how = Reading {
-        limits: state.input_limits,
+        limits,
         ..Reading::default()
     };
     let if_match = op

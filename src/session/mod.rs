@@ -17,21 +17,21 @@ use std::time::Instant;
 
 use serde::Serialize;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Error;
+use tokio_postgres::Error as PgError;
 use utoipa::ToSchema;
 
 use crate::catalog::Collection;
-use crate::db::statement::{prepare_in_flight, Naming, Stmt, cache_room};
+use crate::db::statement::{cache_room, prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
-use crate::error::{ApiError, FieldError};
+use crate::error::{Error, FieldError, Refusal};
 use crate::feature::value::SqlValue;
 use crate::feature::ParsedBody;
 use crate::geometry::Crs;
-use crate::write::dberror::request_error;
 use crate::write::guard::TxGuard;
 use crate::write::idempotency::Answer;
 use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::{Call, Calls};
+use crate::write::retry::Retry;
 use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
 use crate::write::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
 use report::{Outcome, SessionReport};
@@ -202,6 +202,60 @@ pub struct Session<'a> {
     statement_of: Vec<usize>,
 }
 
+/// Run a validated session: its report, or, when an atomic session failed
+/// (nothing written), the first failure with the report attached.
+///
+/// An atomic session rolled back by a deadlock or a serialization failure is
+/// run again (`FEATUREPIPE_RETRIES`). Batch and skip sessions are not: other
+/// batches may have committed after the failed one (running it again would
+/// reorder the writes), and in skip mode the transaction went on after
+/// rolling back to the operation's savepoint; the report says what failed.
+/// A session whose connection was lost after a COMMIT went out is an
+/// unknown outcome, in every mode.
+pub async fn carry_out(
+    db: &Database,
+    operations: &[Operation],
+    steps: &[Step],
+    mode: Mode,
+    batch_size: usize,
+    idempotency: Option<&Idempotency>,
+) -> Result<SessionReport, Error> {
+    let attempt = || async {
+        let report = run(db, operations, steps, mode, batch_size, idempotency).await?;
+        match report.failure {
+            Some(refusal) if mode == Mode::Atomic => Err(rolled_back(refusal, &report)),
+            _ => Ok(report),
+        }
+    };
+    let report = match mode {
+        Mode::Atomic => Retry::of(db).run(attempt).await?,
+        Mode::Batch | Mode::Skip => attempt().await?,
+    };
+    if report.lost_after_commit() {
+        return Err(Error::outcome_unknown().with_report(&report));
+    }
+    Ok(report)
+}
+
+/// The error of an atomic session that failed: its first failure (of an
+/// operation, or at COMMIT), with the report attached. A session whose
+/// connection was lost after COMMIT was sent may have been written: that is
+/// an unknown outcome, never "nothing was written".
+fn rolled_back(refusal: Refusal, report: &SessionReport) -> Error {
+    if report.lost_after_commit() {
+        return Error::outcome_unknown().with_report(report);
+    }
+    let first = report
+        .results
+        .iter()
+        .find_map(|r| r.error.clone())
+        .or_else(|| report.errors.first().cloned())
+        .into_iter()
+        .collect();
+    let detail = "an operation failed; the session was rolled back and nothing was written";
+    Error::refused(refusal, detail.into(), first).with_report(report)
+}
+
 /// Run a validated session in `mode`, with batches of at most `batch_size` statements.
 pub async fn run(
     db: &Database,
@@ -210,7 +264,7 @@ pub async fn run(
     mode: Mode,
     batch_size: usize,
     idempotency: Option<&Idempotency>,
-) -> Result<SessionReport, ApiError> {
+) -> Result<SessionReport, Error> {
     let client = TxGuard::new(db.connection().await?, db.connector());
     let statements = match idempotency {
         Some(_) => Some(prepare_keyed(&client, db.naming()).await?),
@@ -322,7 +376,7 @@ impl<'a> Session<'a> {
         naming: Naming,
         operations: &'a [Operation],
         steps: &'a [Step],
-    ) -> Result<Session<'a>, ApiError> {
+    ) -> Result<Session<'a>, Error> {
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut sqls = Vec::new();
         let statement_of = steps
@@ -337,7 +391,7 @@ impl<'a> Session<'a> {
             .collect();
         // As for inserts: a bounded cache per connection, decided before any is added.
         let room = cache_room(client);
-        let prepares: Vec<Call<'_, Result<Stmt, Error>>> = sqls
+        let prepares: Vec<Call<'_, Result<Stmt, PgError>>> = sqls
             .iter()
             .enumerate()
             .map(|(n, sql)| {
@@ -348,7 +402,7 @@ impl<'a> Session<'a> {
         calls.send_all().await;
         let mut statements = Vec::with_capacity(sqls.len());
         while let Some(prepared) = calls.next().await {
-            statements.push(prepared.map_err(|e| request_error("preparing the session", &e))?);
+            statements.push(prepared.map_err(|e| Error::database("preparing the session", &e))?);
         }
         Ok(Session {
             client,
@@ -363,8 +417,8 @@ impl<'a> Session<'a> {
     /// Send a flight of messages and read every answer, in order.
     /// The answers, and whether the last message went out (a connection
     /// already closed refuses it unsent).
-    async fn flight(&self, msgs: &[Msg]) -> (Vec<Result<Done, Error>>, bool) {
-        let calls: Vec<Call<'_, Result<Done, Error>>> =
+    async fn flight(&self, msgs: &[Msg]) -> (Vec<Result<Done, PgError>>, bool) {
+        let calls: Vec<Call<'_, Result<Done, PgError>>> =
             msgs.iter()
                 .map(|msg| match msg {
                     Msg::Sql(sql) => Box::pin(async move {
@@ -385,7 +439,7 @@ impl<'a> Session<'a> {
     }
 
     /// Forget expired keys (`claim` false) or claim the request's key.
-    async fn claim(&self, claim: bool) -> Result<Done, Error> {
+    async fn claim(&self, claim: bool) -> Result<Done, PgError> {
         let keyed = self.keyed.expect("claims are sent for keyed sessions only");
         // Both made, one polled: a future not polled sends nothing.
         let [expire, claim_key] = claim_calls(keyed, self.client);
@@ -397,7 +451,7 @@ impl<'a> Session<'a> {
     }
 
     /// Execute statement `i`.
-    async fn step(&self, i: usize) -> Result<Done, Error> {
+    async fn step(&self, i: usize) -> Result<Done, PgError> {
         let step = &self.steps[i];
         let statement = &self.statements[self.statement_of[i]];
         let none: Option<chrono::DateTime<chrono::Utc>> = None;
@@ -438,7 +492,7 @@ impl<'a> Session<'a> {
         batches: &[Range<usize>],
         outcome: &mut Outcome,
         mode: Mode,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Error> {
         let mut msgs = vec![Msg::Sql("BEGIN")];
         if self.keyed.is_some() {
             msgs.extend([Msg::Expire, Msg::Claim]);
@@ -507,11 +561,7 @@ impl<'a> Session<'a> {
     }
 
     /// One transaction per batch, every batch in the same flight.
-    async fn batched(
-        &self,
-        batches: &[Range<usize>],
-        outcome: &mut Outcome,
-    ) -> Result<(), ApiError> {
+    async fn batched(&self, batches: &[Range<usize>], outcome: &mut Outcome) -> Result<(), Error> {
         let mut msgs = Vec::new();
         for batch in batches {
             msgs.push(Msg::Sql("BEGIN"));
@@ -547,7 +597,7 @@ impl<'a> Session<'a> {
     /// Each operation under a savepoint, in windows of about `window`
     /// statements; after a failure, roll back to its savepoint and go on with
     /// the next operation. COMMIT once everything has been answered.
-    async fn skipping(&self, window: usize, outcome: &mut Outcome) -> Result<(), ApiError> {
+    async fn skipping(&self, window: usize, outcome: &mut Outcome) -> Result<(), Error> {
         const UNDO: [&str; 2] = [
             "ROLLBACK TO SAVEPOINT featurepipe_op",
             "RELEASE SAVEPOINT featurepipe_op",
@@ -625,9 +675,9 @@ impl<'a> Session<'a> {
 /// another request holds is a 409.
 fn check_lead(
     lead: &[Msg],
-    answers: &mut impl Iterator<Item = Result<Done, Error>>,
+    answers: &mut impl Iterator<Item = Result<Done, PgError>>,
     doing: &str,
-) -> Result<(), ApiError> {
+) -> Result<(), Error> {
     for msg in lead {
         match (msg, answers.next()) {
             (Msg::Claim, Some(Err(e))) => return Err(claim_failed(&e)),
@@ -638,10 +688,10 @@ fn check_lead(
 }
 
 /// A control statement's answer: a lost connection or a refusal ends the request.
-fn check_control(answer: Option<Result<Done, Error>>, doing: &str) -> Result<(), ApiError> {
+fn check_control(answer: Option<Result<Done, PgError>>, doing: &str) -> Result<(), Error> {
     match answer {
         Some(Ok(_)) => Ok(()),
-        Some(Err(e)) => Err(request_error(doing, &e)),
-        None => Err(ApiError::internal(format!("no answer while {doing}"))),
+        Some(Err(e)) => Err(Error::database(doing, &e)),
+        None => Err(Error::internal(format!("no answer while {doing}"))),
     }
 }

@@ -9,8 +9,8 @@ use tokio_postgres::Error;
 use utoipa::ToSchema;
 
 use super::{Done, Mode, Op, Operation, Step};
-use crate::error::FieldError;
-use crate::write::dberror::{feature_error, status_for};
+use crate::error::{FieldError, Refusal};
+use crate::write::dberror::feature_error;
 use crate::write::report::BatchStatus;
 
 /// What happened to one operation.
@@ -71,9 +71,9 @@ pub struct SessionBatch {
 /// The response of `POST /transactions`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SessionReport {
-    /// The status of the first failure, if any (not serialized).
+    /// Why the first failure failed, if one did (not serialized).
     #[serde(skip)]
-    pub failure: Option<axum::http::StatusCode>,
+    pub failure: Option<Refusal>,
     /// The commit mode used.
     pub mode: Mode,
     /// Operations that were written (committed).
@@ -89,10 +89,20 @@ pub struct SessionReport {
     pub errors: Vec<FieldError>,
 }
 
+impl SessionReport {
+    /// Whether the connection was lost after a COMMIT went out: some batch
+    /// may or may not have been written.
+    pub fn lost_after_commit(&self) -> bool {
+        self.batches
+            .iter()
+            .any(|b| b.status == BatchStatus::Unknown)
+    }
+}
+
 /// Results as they come in.
 #[derive(Clone)]
 pub struct Outcome {
-    failure: Option<axum::http::StatusCode>,
+    failure: Option<Refusal>,
     results: Vec<OpResult>,
     batches: Vec<SessionBatch>,
     /// The current transaction has failed: later statements are refused, COMMIT rolls back.
@@ -145,8 +155,8 @@ impl Outcome {
     /// before its answer: every operation of `ops` (batches `batches`) that
     /// had not failed may or may not have been committed.
     pub fn lost_with_commit(&mut self, ops: Range<usize>, batches: Range<usize>) {
-        self.failure
-            .get_or_insert(axum::http::StatusCode::BAD_GATEWAY);
+        // The connection was lost: the report's unknown batches say the rest.
+        self.failure.get_or_insert(Refusal::Busy);
         for r in &mut self.results[ops] {
             if r.status != OpStatus::Failed {
                 r.status = OpStatus::Unknown;
@@ -170,8 +180,7 @@ impl Outcome {
     ) -> bool {
         if let Some(e) = &op.rejected {
             // Invalid, set aside before any database work (skip mode).
-            self.failure
-                .get_or_insert(axum::http::StatusCode::UNPROCESSABLE_ENTITY);
+            self.failure.get_or_insert(Refusal::Unfit);
             self.results[k].status = OpStatus::Failed;
             self.results[k].error = Some(e.clone());
             return true;
@@ -202,8 +211,8 @@ impl Outcome {
             };
             self.lost |= e.as_db_error().is_none();
             let feature = if op.indexed { Some(i) } else { op.feature };
-            let (status, mut field) = feature_error(Some(&steps[s].coll), feature, &at, &e);
-            self.failure.get_or_insert(status);
+            let (refusal, mut field) = feature_error(Some(&steps[s].coll), feature, &at, &e);
+            self.failure.get_or_insert(refusal);
             field.operation = Some(k);
             result.status = OpStatus::Failed;
             result.error = Some(field.for_reader(op.may_read));
@@ -241,10 +250,7 @@ impl Outcome {
         let committed = !self.aborted && matches!(commit, Some(Ok(_)));
         let unknown = self.lost || matches!(&commit, Some(Err(e)) if e.as_db_error().is_none());
         if let (false, Some(Err(e))) = (self.aborted, &commit) {
-            let status = e
-                .code()
-                .map_or(axum::http::StatusCode::SERVICE_UNAVAILABLE, status_for);
-            self.failure.get_or_insert(status);
+            self.failure.get_or_insert(Refusal::of_error(e));
             // A deferred constraint fails at COMMIT, with no operation to blame.
             let (_, field) = feature_error(None, None, "", e);
             self.errors.push(field.for_reader(self.may_read_all));

@@ -11,9 +11,8 @@
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Error, Statement};
+use tokio_postgres::{Error as PgError, Statement};
 
-use super::dberror::request_error;
 use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
@@ -21,7 +20,7 @@ use super::{refused, write_failed, Job};
 use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::db::quote_ident;
 use crate::db::statement::{cache_room, prepare_named};
-use crate::error::ApiError;
+use crate::error::Error;
 use crate::feature::value::SqlValue;
 
 /// What a COPY of one request writes.
@@ -124,7 +123,7 @@ pub struct Copy<'a> {
 enum Opened {
     Done,
     /// The answer to claiming the Idempotency-Key.
-    Claimed(Result<(), Error>),
+    Claimed(Result<(), PgError>),
     Keys(Ids),
     Sink(tokio_postgres::CopyInSink<bytes::Bytes>),
 }
@@ -132,18 +131,18 @@ enum Opened {
 /// Why a COPY wrote nothing.
 pub enum CopyFailed {
     /// The write failed: the answer for the client.
-    Write(ApiError),
+    Write(Error),
     /// COPY was refused before any row was sent (say, a role that may
     /// INSERT but not draw keys from the sequence): INSERT may still do it.
-    Refused(Error),
+    Refused(PgError),
     /// The COPY ended with fewer rows than were sent (a trigger the catalog
     /// does not know of skipped some) and was rolled back: INSERT, waiting
     /// for every answer before COMMIT, can name the feature.
     RowsSkipped,
 }
 
-impl From<ApiError> for CopyFailed {
-    fn from(e: ApiError) -> Self {
+impl From<Error> for CopyFailed {
+    fn from(e: Error) -> Self {
         CopyFailed::Write(e)
     }
 }
@@ -151,7 +150,7 @@ impl From<ApiError> for CopyFailed {
 /// Errors that refuse a COPY where an INSERT may succeed: "COPY FROM not
 /// supported with row-level security" (0A000), and no right to `nextval`
 /// (42501), which an INSERT drawing an identity does not need.
-fn copy_refused(e: &Error) -> bool {
+fn copy_refused(e: &PgError) -> bool {
     e.code().is_some_and(|c| {
         *c == SqlState::FEATURE_NOT_SUPPORTED || *c == SqlState::INSUFFICIENT_PRIVILEGE
     })
@@ -172,11 +171,9 @@ impl Copy<'_> {
         let copy_sql = self.copy_sql();
         let room = cache_room(self.job.client);
         let naming = |n| self.job.naming.within(room, n);
-        let mut prepares: Vec<Call<'_, Result<Statement, Error>>> = vec![Box::pin(prepare_named(
-            self.job.client,
-            &copy_sql,
-            naming(0),
-        ))];
+        let mut prepares: Vec<Call<'_, Result<Statement, PgError>>> = vec![Box::pin(
+            prepare_named(self.job.client, &copy_sql, naming(0)),
+        )];
         if let Some(sql) = &keys_sql {
             prepares.push(Box::pin(prepare_named(self.job.client, sql, naming(1))));
         }
@@ -184,7 +181,7 @@ impl Copy<'_> {
         prepares.send_all().await;
         let mut statements = Vec::with_capacity(2);
         while let Some(prepared) = prepares.next().await {
-            statements.push(prepared.map_err(|e| request_error("preparing the COPY", &e))?);
+            statements.push(prepared.map_err(|e| Error::database("preparing the COPY", &e))?);
         }
         let mut tally = Tally::new(
             &self.job.plan.batches,
@@ -199,7 +196,7 @@ impl Copy<'_> {
             self.job.coll.qualified_name(),
             &self.job.coll.columns[pk].name,
         );
-        let mut first: Vec<Call<'_, Result<Opened, Error>>> = vec![Box::pin(async {
+        let mut first: Vec<Call<'_, Result<Opened, PgError>>> = vec![Box::pin(async {
             self.job
                 .client
                 .batch_execute("BEGIN")
@@ -247,7 +244,7 @@ impl Copy<'_> {
                 // ReadyForQuery out of step (its CopyFail adds a Sync): the
                 // connection cannot be trusted, so the guard closes it.
                 Err(e) if copy_refused(&e) => return Err(CopyFailed::Refused(e)),
-                Err(e) => return Err(request_error("starting the COPY", &e).into()),
+                Err(e) => return Err(Error::database("starting the COPY", &e).into()),
             }
         }
         let types: Vec<Type> = self
@@ -347,7 +344,7 @@ impl Copy<'_> {
 
     /// The error for a COPY that failed: at the feature on the line
     /// PostgreSQL names, or for the whole request when it names none.
-    fn copy_failed(&self, error: Error, mut tally: Tally<'_>) -> ApiError {
+    fn copy_failed(&self, error: PgError, mut tally: Tally<'_>) -> Error {
         // Some checks (foreign keys) run after PostgreSQL has dropped the
         // "line N" context: then no feature can be named.
         let Some(feature) = failed_row(&error).filter(|&k| k < self.job.rows.len()) else {
@@ -438,7 +435,7 @@ fn key_text(value: &SqlValue) -> String {
 }
 
 /// The feature a COPY error is about: PostgreSQL says "COPY t, line N" (1-based).
-fn failed_row(error: &Error) -> Option<usize> {
+fn failed_row(error: &PgError) -> Option<usize> {
     let context = error.as_db_error()?.where_()?;
     let after = &context[context.find(", line ")? + 7..];
     let digits: String = after.chars().take_while(char::is_ascii_digit).collect();

@@ -1,34 +1,10 @@
-//! Database errors → HTTP status and a feature-level report entry.
+//! Database errors → their class and a feature-level report entry.
 
-use axum::http::StatusCode;
 use tokio_postgres::error::SqlState;
 
 use crate::catalog::Collection;
-use crate::error::{ApiError, FieldError};
+use crate::error::{FieldError, Refusal};
 use crate::feature::escape_pointer;
-use crate::write::retry::Conflict;
-
-/// The status a database error is answered with: the client's fault is 4xx,
-/// an unreachable or overloaded database is 503, anything else 500.
-pub fn status_for(code: &SqlState) -> StatusCode {
-    let c = code.code();
-    match c {
-        "23505" | "23503" | "23P01" | "21000" => StatusCode::CONFLICT,
-        // Raised by featurepipe.fail in edit sessions.
-        "P0002" => StatusCode::NOT_FOUND,
-        "FP412" => StatusCode::PRECONDITION_FAILED,
-        "FP422" => StatusCode::UNPROCESSABLE_ENTITY,
-        "42501" => StatusCode::FORBIDDEN,
-        "40001" | "40P01" | "55P03" => StatusCode::SERVICE_UNAVAILABLE,
-        _ if c.starts_with("23") || c.starts_with("22") || c == "P0001" => {
-            StatusCode::UNPROCESSABLE_ENTITY
-        }
-        _ if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
 
 fn code_name(code: &SqlState) -> &'static str {
     match code.code() {
@@ -74,14 +50,14 @@ pub fn feature_error(
     feature: Option<usize>,
     at: &str,
     err: &tokio_postgres::Error,
-) -> (StatusCode, FieldError) {
+) -> (Refusal, FieldError) {
     let Some(db) = err.as_db_error() else {
         // The error's text (addresses, TLS details) is for the log only.
         tracing::warn!(error = %err, "database connection lost during a write");
         let lost = "the database connection was lost".to_owned();
         let mut e = FieldError::new(0, at.to_owned(), "connection_lost", lost);
         e.feature = feature;
-        return (StatusCode::SERVICE_UNAVAILABLE, e);
+        return (Refusal::Busy, e);
     };
     if untransformable(db) {
         let mut e = FieldError::new(
@@ -96,7 +72,7 @@ pub fn feature_error(
         );
         e.feature = feature;
         e.sqlstate = Some(db.code().code().to_owned());
-        return (StatusCode::UNPROCESSABLE_ENTITY, e);
+        return (Refusal::Unfit, e);
     }
     let column = db.column().map(str::to_owned);
     let place = coll.and_then(|coll| Some((coll, coll.column_index(column.as_deref()?)?)));
@@ -119,40 +95,5 @@ pub fn feature_error(
             .filter(|_| !quotes_the_row(db))
             .map(str::to_owned),
     };
-    (status_for(db.code()), field)
-}
-
-/// A database error outside any feature (preparing, BEGIN): 503 when unreachable, else 500.
-pub fn request_error(doing: &str, err: &tokio_postgres::Error) -> ApiError {
-    let Some(db) = err.as_db_error() else {
-        return ApiError::connection_failed(
-            &format!("database connection lost while {doing}"),
-            err,
-        );
-    };
-    api_error(
-        status_for(db.code()),
-        format!("database error while {doing}: {}", db.message()),
-    )
-    .with_conflict(Conflict::from_sqlstate(db.code().code()))
-}
-
-/// A write the database refused, `errors` (its cause first) saying why;
-/// marked when the cause is a conflict that running it again may resolve.
-pub fn refusal(status: StatusCode, detail: String, errors: Vec<FieldError>) -> ApiError {
-    let conflict = errors
-        .first()
-        .and_then(|cause| cause.sqlstate.as_deref())
-        .and_then(Conflict::from_sqlstate);
-    api_error(status, detail)
-        .with_errors(errors)
-        .with_conflict(conflict)
-}
-
-/// An error answered with `status`; a 503 also carries `Retry-After`.
-fn api_error(status: StatusCode, detail: String) -> ApiError {
-    match status {
-        StatusCode::SERVICE_UNAVAILABLE => ApiError::unavailable(detail),
-        status => ApiError::new(status, "write-failed", detail),
-    }
+    (Refusal::of(db.code().code()), field)
 }

@@ -13,10 +13,9 @@ use sha2::{Digest, Sha256};
 use crate::catalog::Collection;
 use crate::db::statement::prepare;
 use crate::db::Database;
-use crate::error::ApiError;
+use crate::error::Error;
 use crate::geometry::Crs;
 use crate::read::StoredFeature;
-use crate::write::dberror::request_error;
 use crate::write::report::WriteReport;
 
 /// A write's idempotency key and what it claims.
@@ -126,13 +125,13 @@ pub fn request_hash(method: &str, path_and_query: &str, headers: &[String], body
 }
 
 /// The stored response of `key`, if it has one that has not expired.
-pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<Stored>, ApiError> {
+pub async fn lookup(db: &Database, key: &str, ttl: Duration) -> Result<Option<Stored>, Error> {
     // On a connection of the service's own role: the function is its alone.
     let db = db.as_role(None);
     let client = db.connection().await?;
     let sql = "SELECT request_hash, status, body, location, headers \
                  FROM featurepipe.idempotency_lookup($1::text, $2::float8)";
-    let failed = |e| request_error("looking up the idempotency key", &e);
+    let failed = |e| Error::database("looking up the idempotency key", &e);
     let statement = prepare(&client, sql, db.naming()).await.map_err(failed)?;
     crate::db::round_trips::round_trip();
     let row = statement

@@ -3,15 +3,14 @@
 //! Warm, a whole request costs one database round trip.
 
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Error;
+use tokio_postgres::Error as PgError;
 
 use crate::db::statement::{cache_room, prepare_in_flight, Stmt};
 
-use super::dberror::request_error;
 use super::pipeline::{Call, Calls};
 use super::report::{Tally, WriteReport};
 use super::{sql, write_failed, Job};
-use crate::error::ApiError;
+use crate::error::Error;
 
 /// One request's INSERTs on one connection.
 pub struct Insert<'a> {
@@ -24,11 +23,11 @@ pub struct Insert<'a> {
     pub skipping_trigger: bool,
 }
 
-type Answer = Result<Option<String>, Error>;
+type Answer = Result<Option<String>, PgError>;
 
 impl Insert<'_> {
     /// Write all rows in one transaction; ids in feature order, or a failure report.
-    pub async fn run(self) -> Result<WriteReport, ApiError> {
+    pub async fn run(self) -> Result<WriteReport, Error> {
         let statements = self.prepare().await?;
         // A BEFORE INSERT trigger may skip a row (RETURN NULL) without an error:
         // then COMMIT must wait until every answer has been seen.
@@ -55,7 +54,7 @@ impl Insert<'_> {
                 // Lost with the whole flight, COMMIT included, sent.
                 return Err(super::outcome_unknown(&tally));
             }
-            return Err(request_error("starting the transaction", &e));
+            return Err(Error::database("starting the transaction", &e));
         }
         if self.job.idempotency.is_some() {
             for _ in 0..2 {
@@ -168,9 +167,9 @@ impl Insert<'_> {
     /// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`](crate::db::statement::STATEMENT_CACHE_LIMIT):
     /// clients whose features each leave out different properties would
     /// otherwise grow the cache (here and in the server) without bound.
-    async fn prepare(&self) -> Result<Vec<Stmt>, ApiError> {
+    async fn prepare(&self) -> Result<Vec<Stmt>, Error> {
         let room = cache_room(self.job.client);
-        let prepares: Vec<Call<'_, Result<Stmt, Error>>> = self
+        let prepares: Vec<Call<'_, Result<Stmt, PgError>>> = self
             .job
             .plan
             .shapes
@@ -187,7 +186,7 @@ impl Insert<'_> {
         calls.send_all().await;
         let mut statements = Vec::with_capacity(self.job.plan.shapes.len());
         while let Some(prepared) = calls.next().await {
-            statements.push(prepared.map_err(|e| request_error("preparing the insert", &e))?);
+            statements.push(prepared.map_err(|e| Error::database("preparing the insert", &e))?);
         }
         Ok(statements)
     }

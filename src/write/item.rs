@@ -10,15 +10,16 @@ use tokio_postgres::Row;
 
 use crate::db::statement::{prepare, Stmt};
 
-use super::dberror::{feature_error, refusal, request_error};
+use super::dberror::feature_error;
 use super::guard::TxGuard;
 use super::idempotency::{Answer, Idempotency};
 use super::pipeline::{Call, Calls};
+use super::retry::Retry;
 use super::sql::{change_item, insert_item, ItemChange};
 use super::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
 use crate::catalog::Collection;
 use crate::db::Database;
-use crate::error::ApiError;
+use crate::error::Error;
 use crate::feature::value::SqlValue;
 use crate::geometry::Crs;
 use crate::read::StoredFeature;
@@ -47,11 +48,11 @@ pub enum Outcome {
     SkippedByTrigger,
 }
 
-/// A database error about this one feature: its status, with the constraint and column.
-fn item_error(coll: &Collection, err: &tokio_postgres::Error) -> ApiError {
-    let (status, field) = feature_error(Some(coll), Some(0), "", err);
+/// A database error about this one feature: its class, with the constraint and column.
+fn item_error(coll: &Collection, err: &tokio_postgres::Error) -> Error {
+    let (refusal, field) = feature_error(Some(coll), Some(0), "", err);
     let detail = format!("the feature was not written: {}", field.message);
-    refusal(status, detail, vec![field])
+    Error::refused(refusal, detail, vec![field])
 }
 
 /// A change made under an Idempotency-Key whose transaction is still open,
@@ -81,7 +82,7 @@ impl KeyedItem {
     }
 
     /// Store the answer under the key and COMMIT, in one round trip.
-    pub async fn commit(self, answer: &Answer) -> Result<(), ApiError> {
+    pub async fn commit(self, answer: &Answer) -> Result<(), Error> {
         let keyed = Keyed {
             idem: &self.idem,
             statements: &self.statements,
@@ -89,10 +90,10 @@ impl KeyedItem {
         store_response_and_commit(&self.client, keyed, answer)
             .await
             .map_err(|e| match e.as_db_error() {
-                Some(_) => request_error("storing the response under the Idempotency-Key", &e),
+                Some(_) => Error::database("storing the response under the Idempotency-Key", &e),
                 // Lost with the COMMIT sent: the change may stand. A retry
                 // with the same key is answered from what was stored.
-                None => ApiError::outcome_unknown(),
+                None => Error::outcome_unknown(),
             })?;
         self.client.set_open(false);
         Ok(())
@@ -112,7 +113,7 @@ pub async fn change(
     pre: &Precondition,
     crs: &Crs,
     key: Option<&Idempotency>,
-) -> Result<Changed, ApiError> {
+) -> Result<Changed, Error> {
     if !coll.could_be_key(id) {
         return Ok(Changed {
             outcome: Outcome::Missing,
@@ -163,7 +164,7 @@ pub async fn create(
     values: &[SqlValue],
     crs: &Crs,
     keyed: Option<&KeyedItem>,
-) -> Result<StoredFeature, ApiError> {
+) -> Result<StoredFeature, Error> {
     let sql = insert_item(coll, columns, crs);
     let row = match keyed {
         Some(keyed) => {
@@ -202,9 +203,9 @@ async fn keyed_query_one(
     leading: &[&(dyn ToSql + Sync)],
     values: &[SqlValue],
     idem: &Idempotency,
-) -> Result<(Row, KeyedItem), ApiError> {
+) -> Result<(Row, KeyedItem), Error> {
     let params = params(leading, values);
-    db.retry()
+    Retry::of(db)
         .run(|| async {
             let client = TxGuard::new(db.connection().await?, db.connector());
             let statements = prepare_keyed(&client, db.naming()).await?;
@@ -230,8 +231,8 @@ async fn keyed_query_one(
             let claimed = calls.next().await.expect("queued");
             let row = calls.next().await.expect("queued");
             drop(calls);
-            begun.map_err(|e| request_error("beginning the transaction", &e))?;
-            expired.map_err(|e| request_error("forgetting expired keys", &e))?;
+            begun.map_err(|e| Error::database("beginning the transaction", &e))?;
+            expired.map_err(|e| Error::database("forgetting expired keys", &e))?;
             claimed.map_err(|e| claim_failed(&e))?;
             let row = row
                 .map_err(|e| item_error(coll, &e))?
@@ -257,9 +258,9 @@ async fn query_one(
     sql: &str,
     leading: &[&(dyn ToSql + Sync)],
     values: &[SqlValue],
-) -> Result<Row, ApiError> {
+) -> Result<Row, Error> {
     let params = params(leading, values);
-    db.retry()
+    Retry::of(db)
         .run(|| async {
             let client = db.connection().await?;
             let answer = match prepare(&client, sql, db.naming()).await {

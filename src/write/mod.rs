@@ -20,15 +20,13 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::catalog::Collection;
 use crate::db::statement::{prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
-use crate::error::{ApiError, FieldError};
+use crate::error::{Error, ErrorKind, FieldError, Refusal};
 use crate::write::report::BatchStatus;
 
 use crate::feature::{FeatureRow, ParsedBody};
 use crate::read::StoredFeature;
-use axum::http::StatusCode;
 use copy::CopyFailed;
-use dberror::request_error;
-use dberror::{feature_error, refusal};
+use dberror::feature_error;
 use guard::TxGuard;
 use idempotency::{Answer, Idempotency, Shown};
 use insert::Insert;
@@ -36,6 +34,7 @@ use pipeline::{Call, Calls};
 pub use plan::BatchLimits;
 use plan::Plan;
 use report::{BatchReport, Tally, WriteReport};
+use retry::Retry;
 
 /// One request's write on one connection: what every strategy needs.
 pub struct Job<'a> {
@@ -112,7 +111,7 @@ pub async fn write_features(
     parsed: ParsedBody,
     options: WriteOptions,
     idempotency: Option<Idempotency>,
-) -> Result<WriteReport, ApiError> {
+) -> Result<WriteReport, Error> {
     let ParsedBody {
         single,
         rows,
@@ -138,12 +137,12 @@ pub async fn write_features(
             idempotency: idempotency.as_ref(),
         };
         // One transaction, rolled back whole on a conflict: safe to run again.
-        let report = db.retry().run(|| request.write(&db, options)).await?;
+        let report = Retry::of(&db).run(|| request.write(&db, options)).await?;
         record_written(&coll.id, &report);
         Ok(report)
     })))
     .await
-    .map_err(|e| ApiError::task_failed("writing", &e))?
+    .map_err(|e| Error::task_failed("writing", &e))?
 }
 
 /// The metrics and log lines of a write: features written, and each batch
@@ -190,7 +189,7 @@ impl Request<'_> {
     /// One attempt: a connection, one transaction, COMMIT or ROLLBACK; by
     /// COPY where it can be used, else (or if COPY wrote nothing where
     /// INSERT may) by pipelined INSERTs.
-    async fn write(&self, db: &Database, options: WriteOptions) -> Result<WriteReport, ApiError> {
+    async fn write(&self, db: &Database, options: WriteOptions) -> Result<WriteReport, Error> {
         let wants_copy = match options.strategy {
             Strategy::Insert => false,
             Strategy::Copy => true,
@@ -240,7 +239,7 @@ impl Request<'_> {
         &self,
         client: &TxGuard,
         db: &Database,
-    ) -> Result<Option<[Stmt; 3]>, ApiError> {
+    ) -> Result<Option<[Stmt; 3]>, Error> {
         match self.idempotency {
             Some(_) => Ok(Some(prepare_keyed(client, db.naming()).await?)),
             None => Ok(None),
@@ -271,7 +270,7 @@ impl Request<'_> {
 }
 
 /// Prepare EXPIRE, CLAIM and STORE (cached on the connection) in one round trip.
-pub(crate) async fn prepare_keyed(client: &TxGuard, naming: Naming) -> Result<[Stmt; 3], ApiError> {
+pub(crate) async fn prepare_keyed(client: &TxGuard, naming: Naming) -> Result<[Stmt; 3], Error> {
     let sqls = [idempotency::EXPIRE, idempotency::CLAIM, idempotency::STORE];
     let calls: Vec<Call<'_, Result<Stmt, tokio_postgres::Error>>> = sqls
         .iter()
@@ -281,7 +280,7 @@ pub(crate) async fn prepare_keyed(client: &TxGuard, naming: Naming) -> Result<[S
     calls.send_all().await;
     let mut prepared = Vec::with_capacity(3);
     while let Some(statement) = calls.next().await {
-        prepared.push(statement.map_err(|e| request_error("preparing the idempotency key", &e))?);
+        prepared.push(statement.map_err(|e| Error::database("preparing the idempotency key", &e))?);
     }
     Ok(prepared.try_into().expect("three statements"))
 }
@@ -333,15 +332,14 @@ pub(crate) async fn as_service<T>(
 }
 
 /// The key is taken: another request with it has just written (or is writing).
-pub(crate) fn claim_failed(e: &tokio_postgres::Error) -> ApiError {
+pub(crate) fn claim_failed(e: &tokio_postgres::Error) -> Error {
     if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "idempotency-key-in-use",
+        Error::new(
+            ErrorKind::IdempotencyKeyInUse,
             "another request with this Idempotency-Key was running; retry to get its response",
         )
     } else {
-        request_error("claiming the idempotency key", e)
+        Error::database("claiming the idempotency key", e)
     }
 }
 
@@ -434,17 +432,17 @@ pub(crate) async fn store_response_and_commit(
 }
 
 /// The error for a write whose statement for one feature failed.
-fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> ApiError {
+fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> Error {
     let failure = tally.failure.as_ref().expect("called on failure");
     let at = if single {
         String::new()
     } else {
         format!("/features/{}", failure.feature)
     };
-    let (status, field) = match &failure.error {
+    let (refusal, field) = match &failure.error {
         Some(error) => feature_error(Some(coll), Some(failure.feature), &at, error),
         None => (
-            StatusCode::UNPROCESSABLE_ENTITY,
+            Refusal::Unfit,
             FieldError::new(
                 failure.feature,
                 at,
@@ -457,29 +455,25 @@ fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> ApiError 
         "feature {} was rejected by the database: {}; nothing was written",
         failure.feature, field.message
     );
-    refusal(status, detail, vec![field]).with_batches(tally.reports(false))
+    Error::refused(refusal, detail, vec![field]).with_batches(&tally.reports(false))
 }
 
 /// The error for a write the database refused without naming a feature
 /// (deferred constraints at COMMIT, foreign keys checked after a COPY), or
 /// whose connection was lost before COMMIT was sent.
-fn refused(
-    coll: &Collection,
-    error: &tokio_postgres::Error,
-    batches: Vec<BatchReport>,
-) -> ApiError {
-    let (status, field) = feature_error(Some(coll), None, "", error);
+fn refused(coll: &Collection, error: &tokio_postgres::Error, batches: Vec<BatchReport>) -> Error {
+    let (refusal, field) = feature_error(Some(coll), None, "", error);
     let detail = if error.as_db_error().is_some() {
         "the database refused the write; nothing was written"
     } else {
         "the connection to the database was lost before COMMIT; nothing was written"
     };
-    refusal(status, detail.into(), vec![field]).with_batches(batches)
+    Error::refused(refusal, detail.into(), vec![field]).with_batches(&batches)
 }
 
 /// The error for a COMMIT that failed: refused by the server (nothing was
 /// written), or unanswered because the connection was lost (unknown).
-fn commit_failed(coll: &Collection, error: &tokio_postgres::Error, tally: &Tally<'_>) -> ApiError {
+fn commit_failed(coll: &Collection, error: &tokio_postgres::Error, tally: &Tally<'_>) -> Error {
     match error.as_db_error() {
         Some(_) => refused(coll, error, tally.reports(false)),
         None => outcome_unknown(tally),
@@ -489,20 +483,20 @@ fn commit_failed(coll: &Collection, error: &tokio_postgres::Error, tally: &Tally
 /// The error for a pipelined write whose COMMIT kept every row but one a
 /// BEFORE INSERT trigger unknown to the catalog skipped: the service's
 /// fault (its catalog is older than the trigger), reported as it happened.
-fn skipped_after_commit(tally: &Tally<'_>) -> ApiError {
+fn skipped_after_commit(tally: &Tally<'_>) -> Error {
     let feature = tally.failure.as_ref().map_or(0, |f| f.feature);
-    ApiError::internal(format!(
+    Error::internal(format!(
         "a BEFORE INSERT trigger created since featurepipe started skipped feature \
          {feature} (the first it skipped); the other features were committed. Restart featurepipe so that it \
          knows the trigger"
     ))
-    .with_batches(tally.reports(true))
+    .with_batches(&tally.reports(true))
 }
 
 /// The error for a write whose connection was lost after COMMIT was sent
 /// and before its answer: every batch's fate is unknown.
-fn outcome_unknown(tally: &Tally<'_>) -> ApiError {
-    let batches = tally
+fn outcome_unknown(tally: &Tally<'_>) -> Error {
+    let batches: Vec<BatchReport> = tally
         .reports(true)
         .into_iter()
         .map(|b| BatchReport {
@@ -510,5 +504,5 @@ fn outcome_unknown(tally: &Tally<'_>) -> ApiError {
             ..b
         })
         .collect();
-    ApiError::outcome_unknown().with_batches(batches)
+    Error::outcome_unknown().with_batches(&batches)
 }

@@ -5,34 +5,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::error::ApiError;
-
-/// Why PostgreSQL rolled back a transaction that may succeed when run again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conflict {
-    /// SQLSTATE 40P01: this transaction and another waited for each other.
-    Deadlock,
-    /// SQLSTATE 40001: a concurrent change made the transaction unserializable.
-    Serialization,
-}
-
-impl Conflict {
-    /// The conflict an SQLSTATE reports, if it reports one.
-    pub fn from_sqlstate(code: &str) -> Option<Conflict> {
-        match code {
-            "40P01" => Some(Conflict::Deadlock),
-            "40001" => Some(Conflict::Serialization),
-            _ => None,
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match self {
-            Conflict::Deadlock => "a deadlock with another transaction (SQLSTATE 40P01)",
-            Conflict::Serialization => "a serialization failure (SQLSTATE 40001)",
-        }
-    }
-}
+use crate::db::Database;
+use crate::error::Error;
 
 /// How many times a conflicted transaction is run again.
 #[derive(Debug, Clone, Copy)]
@@ -49,16 +23,23 @@ fn backoff(attempt: u32) -> Duration {
 }
 
 impl Retry {
+    /// As often as `db` is configured to (`FEATUREPIPE_RETRIES`).
+    pub fn of(db: &Database) -> Retry {
+        Retry {
+            retries: db.retries(),
+        }
+    }
+
     /// Run `attempt` until it succeeds, fails for another reason, or has
     /// been run `1 + retries` times.
     ///
     /// Only for work that is one transaction PostgreSQL rolls back whole on
     /// a conflict (nothing of it can have been committed), so that running it
     /// again cannot write anything twice.
-    pub async fn run<T, F, Fut>(self, mut attempt: F) -> Result<T, ApiError>
+    pub async fn run<T, F, Fut>(self, mut attempt: F) -> Result<T, Error>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, ApiError>>,
+        Fut: Future<Output = Result<T, Error>>,
     {
         let mut attempts = 1;
         loop {
@@ -106,16 +87,5 @@ mod tests {
         }
         assert!(backoff(1) <= Duration::from_millis(20));
         assert!(backoff(9) >= quarter / 2);
-    }
-
-    #[test]
-    fn conflicts_by_sqlstate() {
-        assert_eq!(Conflict::from_sqlstate("40P01"), Some(Conflict::Deadlock));
-        assert_eq!(
-            Conflict::from_sqlstate("40001"),
-            Some(Conflict::Serialization)
-        );
-        assert_eq!(Conflict::from_sqlstate("23505"), None);
-        assert_eq!(Conflict::from_sqlstate("08006"), None);
     }
 }

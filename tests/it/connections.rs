@@ -45,7 +45,7 @@ async fn a_handler_panic_is_a_problem_500() {
     }
     // A route of the test's own: the service has no handler that panics.
     let routes = Router::new().route("/boom", get(boom));
-    let response = featurepipe::app::guarded(routes, Duration::ZERO)
+    let response = featurepipe::http::app::guarded(routes, Duration::ZERO)
         .oneshot(Request::get("/boom").body(Body::empty()).unwrap())
         .await
         .unwrap();

@@ -11,7 +11,7 @@ use crate::support::TestApp;
 fn committed_document_is_the_generated_one() {
     let committed = std::fs::read_to_string("openapi/featurepipe.json").unwrap();
     assert!(
-        committed == featurepipe::api::openapi::document_json(),
+        committed == featurepipe::http::openapi::document_json(),
         "openapi/featurepipe.json is out of date: run `make openapi` and commit it"
     );
 }
@@ -21,7 +21,7 @@ async fn every_documented_operation_is_routed() {
     let app = TestApp::new("CREATE TABLE pts (id serial PRIMARY KEY, geom geometry)").await;
     let served = app.get("/api").await;
     assert_eq!(served.status, 200);
-    let doc: Value = serde_json::from_str(featurepipe::api::openapi::document_json()).unwrap();
+    let doc: Value = serde_json::from_str(featurepipe::http::openapi::document_json()).unwrap();
     assert_eq!(served.body, doc);
     let mut operations = 0;
     for (path, ops) in doc["paths"].as_object().unwrap() {

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::app::AppState;
+use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::Error;
+use crate::http::app::AppState;
 use crate::session::Mode;
 use crate::write::idempotency::{lookup, request_hash, Answer, Idempotency, Stored};
 use crate::write::item::KeyedItem;
@@ -58,15 +59,13 @@ impl BodyRoom {
         .await;
         let Ok(Ok(more)) = more else {
             return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "busy",
+                Wrong::Busy,
                 format!(
                     "other requests' bodies fill the memory set aside for bodies \
                      (FEATUREPIPE_BODY_MEMORY) for longer than {:?}; nothing was written, retry later",
                     self.wait
                 ),
-            )
-            .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")));
+            ));
         };
         held.kib = want;
         match &mut held.permit {
@@ -124,8 +123,7 @@ pub async fn read_body(
         .await
         .map_err(|_| {
             ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "upload-timeout",
+                Wrong::UploadTimeout,
                 format!(
                     "the body did not arrive within {timeout:?} (FEATUREPIPE_UPLOAD_TIMEOUT); nothing was written"
                 ),
@@ -143,8 +141,7 @@ const GUNZIP_STEP: usize = 64 << 10;
 /// The 413 of a body over `max` bytes.
 fn too_large(max: usize) -> ApiError {
     ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "body-too-large",
+        Wrong::BodyTooLarge,
         format!("the body is larger than the limit of {max} bytes (FEATUREPIPE_MAX_BODY)"),
     )
 }
@@ -169,8 +166,7 @@ async fn read_all(
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|e| {
             ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "unreadable-body",
+                Wrong::UnreadableBody,
                 format!("cannot read the request body: {e}"),
             )
         })?;
@@ -225,8 +221,7 @@ fn content_encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
         "" | "identity" => Ok(Encoding::Identity),
         "gzip" | "x-gzip" => Ok(Encoding::Gzip),
         other => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-encoding",
+            Wrong::UnsupportedEncoding,
             format!("Content-Encoding '{other}' is not accepted: use gzip or none"),
         )
         .with_header(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"))),
@@ -249,8 +244,7 @@ async fn gunzip(
     loop {
         let n = decoder.read(&mut step).map_err(|e| {
             ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "unreadable-body",
+                Wrong::UnreadableBody,
                 format!("the body is not valid gzip: {e}"),
             )
         })?;
@@ -266,8 +260,7 @@ pub fn check_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), 
     let list = accepted.join(", ");
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "missing-content-type",
+            Wrong::MissingContentType,
             format!("a Content-Type header is required: {list}"),
         ));
     };
@@ -283,8 +276,7 @@ pub fn check_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), 
         return Ok(());
     }
     let mut e = ApiError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "unsupported-media-type",
+        Wrong::UnsupportedMediaType,
         format!(
             "Content-Type '{}' is not accepted: use {list}",
             value.to_str().unwrap_or("(not text)")
@@ -326,8 +318,7 @@ pub async fn idempotency(
     }
     if mode == Mode::Batch {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "idempotency-unsupported",
+            Wrong::IdempotencyUnsupported,
             "Idempotency-Key is not taken with mode=batch: its batches commit one by one, so \
              a retry could not be all or nothing; use mode=atomic or mode=skip",
         ));
@@ -351,8 +342,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
             Ok(Some(key.to_owned()))
         }
         _ => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-idempotency-key",
+            Wrong::InvalidIdempotencyKey,
             "Idempotency-Key must be 1 to 255 visible ASCII characters",
         )),
     }
@@ -383,8 +373,7 @@ fn hashed_headers(headers: &HeaderMap) -> Vec<String> {
 fn replay(stored: Stored, hash: &str) -> Result<Response, ApiError> {
     if stored.hash != hash {
         return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency-key-reused",
+            Wrong::IdempotencyKeyReused,
             "this Idempotency-Key was used for a different request (method, target, \
              Content-Type, Content-Crs, Prefer or body)",
         ));
@@ -435,7 +424,7 @@ pub async fn answer_of(response: Response) -> Result<(Answer, Response), ApiErro
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
-        .map_err(|e| ApiError::internal(format!("the response could not be read: {e}")))?;
+        .map_err(|e| Error::internal(format!("the response could not be read: {e}")))?;
     let headers: serde_json::Map<String, Value> = REPLAYED_HEADERS
         .iter()
         .filter_map(|name| {

@@ -13,18 +13,19 @@ use serde_json::json;
 use super::body::{answer_of, check_content_type, idempotency, read_body, response_of, KeyUse};
 use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
+use super::problem::{ApiError, Problem};
 use super::query_pairs;
 use super::representation::{
     check_writable, created, items_allow, options_response, reading, set_content_crs, set_location,
     set_preference_applied, Preferences, Return, FEATURE_TYPES, GEOJSON,
 };
 use super::transactions;
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::catalog::Collection;
-use crate::error::{ApiError, Problem};
+use crate::error::Error;
 use crate::feature::parse_body;
 use crate::geometry::Crs;
+use crate::http::app::AppState;
 use crate::read::params::{percent_encode, ItemsQuery};
 use crate::read::{self, StoredFeature};
 use crate::session::{self, Mode};
@@ -157,7 +158,7 @@ pub async fn create(
     let parse_coll = coll.clone();
     let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll, &how))
         .await
-        .map_err(|e| ApiError::task_failed("parsing the body", &e))??;
+        .map_err(|e| Error::task_failed("parsing the body", &e))??;
     let single = parsed.single;
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.

@@ -5,8 +5,8 @@ use axum::Json;
 
 use super::links::BaseUrl;
 use super::model::{Conformance, LandingPage};
+use super::problem::{ApiError, Problem};
 use super::query_pairs;
-use crate::error::{ApiError, Problem};
 use crate::read::params::only_format;
 
 /// The conformance classes this service implements. Part 4's classes are

@@ -7,14 +7,14 @@ use axum::Json;
 
 use super::links::BaseUrl;
 use super::model::{CollectionInfo, Collections, Extent, SpatialExtent};
+use super::problem::{ApiError, Problem};
 use super::query_pairs;
 use super::representation::{client_keys, GEOJSON};
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::catalog::schema::feature_schema;
 use crate::catalog::Collection;
-use crate::error::{ApiError, Problem};
 use crate::geometry::crs;
+use crate::http::app::AppState;
 use crate::read::params::{only_format, percent_encode};
 
 /// The description of one collection, with its extent when it has features.

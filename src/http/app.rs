@@ -2,17 +2,17 @@
 
 use std::sync::Arc;
 
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{Method, Uri};
 use axum::routing::get;
 use axum::Router;
 
-use crate::api;
+use super::problem::{ApiError, Wrong};
 use crate::auth::{Auth, Caller, JwtKeys};
 use crate::catalog::settings::Settings;
 use crate::catalog::{Catalog, Collection};
 use crate::config::Config;
 use crate::db::{migrate, Database, Pooler, StartupError};
-use crate::error::ApiError;
+use crate::error::Error;
 use crate::feature::InputLimits;
 use crate::read::extent::ExtentCache;
 use crate::write::WriteOptions;
@@ -29,7 +29,7 @@ pub struct AppState {
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
     /// Memory shared by the bodies of all requests.
-    pub body_room: api::body::BodyRoom,
+    pub body_room: super::body::BodyRoom,
     /// The URL clients reach the service at, for links; else taken from `Host`.
     pub public_url: Option<String>,
     /// How long Idempotency-Keys are remembered.
@@ -108,7 +108,7 @@ impl AppState {
             catalog: Arc::new(catalog),
             write: config.write_options(),
             max_body: config.max_body,
-            body_room: api::body::BodyRoom::new(config.body_memory, config.pool_wait),
+            body_room: super::body::BodyRoom::new(config.body_memory, config.pool_wait),
             public_url: config.public_url.clone(),
             idempotency_ttl: config.idempotency_ttl,
             input_limits: config.input_limits(),
@@ -154,7 +154,7 @@ impl AppState {
         self.catalog
             .get(id)
             .cloned()
-            .ok_or_else(|| ApiError::unknown_collection(id))
+            .ok_or_else(|| Error::unknown_collection(id).into())
     }
 }
 
@@ -182,18 +182,18 @@ fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
 
 /// The HTTP API.
 pub fn router(state: AppState) -> Router {
-    crate::telemetry::recorder();
-    let (routes, _) = api::openapi::routes().split_for_parts();
+    crate::http::telemetry::recorder();
+    let (routes, _) = super::openapi::routes().split_for_parts();
     let deadline = state.request_timeout;
     let routes = routes
-        .route("/metrics", get(crate::telemetry::metrics))
+        .route("/metrics", get(crate::http::telemetry::metrics))
         // The documentation page's vendored assets (not API operations).
-        .route("/api/swagger-ui-bundle.js", get(api::openapi::swagger_js))
-        .route("/api/swagger-ui.css", get(api::openapi::swagger_css))
+        .route("/api/swagger-ui-bundle.js", get(super::openapi::swagger_js))
+        .route("/api/swagger-ui.css", get(super::openapi::swagger_css))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     guarded(routes, deadline)
-        .layer(axum::middleware::from_fn(crate::telemetry::observe))
+        .layer(axum::middleware::from_fn(crate::http::telemetry::observe))
         .with_state(state)
 }
 
@@ -204,26 +204,21 @@ pub fn guarded<S: Clone + Send + Sync + 'static>(
     deadline: std::time::Duration,
 ) -> Router<S> {
     routes
-        .layer(axum::middleware::from_fn(api::guard::catch_panic))
+        .layer(axum::middleware::from_fn(super::guard::catch_panic))
         .layer(axum::middleware::from_fn(
             move |request, next: axum::middleware::Next| {
-                api::guard::deadline(deadline, request, next)
+                super::guard::deadline(deadline, request, next)
             },
         ))
 }
 
 async fn not_found(uri: Uri) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not-found",
-        format!("no resource at {}", uri.path()),
-    )
+    ApiError::new(Wrong::NotFound, format!("no resource at {}", uri.path()))
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method-not-allowed",
+        Wrong::MethodNotAllowed,
         format!("{method} is not supported on {}", uri.path()),
     )
 }

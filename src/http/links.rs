@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use axum::http::header;
 
 use super::model::Link;
-use crate::app::AppState;
+use crate::http::app::AppState;
 
 /// The base URL links start with: `FEATUREPIPE_PUBLIC_URL`, else
 /// `http://<Host>`; without either, links are relative to the root.

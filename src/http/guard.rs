@@ -5,12 +5,12 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
 
-use crate::error::ApiError;
+use super::problem::{ApiError, Wrong};
+use crate::error::Error;
 
 /// A handler that panics gets a problem+json 500 (and the panic is logged)
 /// instead of a dropped connection.
@@ -26,7 +26,7 @@ pub async fn catch_panic(request: Request, next: Next) -> Response {
                 .unwrap_or_default();
             tracing::error!(%method, path, panic = what, "a request handler panicked");
             // The panic's text stays in the log: it may describe internals.
-            ApiError::failed().into_response()
+            ApiError::from(Error::failed()).into_response()
         }
     }
 }
@@ -42,8 +42,7 @@ pub async fn deadline(deadline: Duration, request: Request, next: Next) -> Respo
     match tokio::time::timeout(deadline, next.run(request)).await {
         Ok(response) => response,
         Err(_) => ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            "deadline-exceeded",
+            Wrong::DeadlineExceeded,
             format!(
                 "the request did not finish within {deadline:?} (FEATUREPIPE_REQUEST_TIMEOUT): \
                  it was stopped, and its open transaction cancelled and rolled back. A write \

@@ -11,18 +11,18 @@ use axum::response::{IntoResponse, Response};
 use super::body::{answer_keyed, check_content_type, idempotency, read_body, KeyUse};
 use super::links::BaseUrl;
 use super::model::Feature;
+use super::problem::{ApiError, Problem, Wrong};
 use super::query_pairs;
 use super::representation::{
     check_writable, client_keys, created, feature_response, item_allow, options_response,
     precondition, precondition_failed, reading, set_preference_applied, unknown_feature,
     Preferences, Return, FEATURE_TYPES, PATCH_TYPES,
 };
-use crate::app::AppState;
 use crate::auth::Caller;
 use crate::catalog::Collection;
-use crate::error::{ApiError, Problem};
 use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::geometry::Crs;
+use crate::http::app::AppState;
 use crate::read::params::{check_format, offered_crs, percent_encode, unknown_parameter};
 use crate::read::{self};
 use crate::session::Mode;
@@ -54,7 +54,7 @@ pub async fn get(
         match name.as_str() {
             "f" => check_format(&value)?,
             "crs" => crs = offered_crs(&coll, &name, &value)?,
-            _ => return Err(unknown_parameter(&name, "f and crs")),
+            _ => return Err(unknown_parameter(&name, "f and crs").into()),
         }
     }
     let stored = read::item(&state.db, &coll, &id, crs)
@@ -99,12 +99,9 @@ fn item_body(
 ) -> Result<ItemBody, ApiError> {
     let parsed = parse_item(body, coll, purpose, how)?;
     if let Some(problem) = parsed.changed_id(coll, id) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "id-mismatch",
-            problem.message.clone(),
-        )
-        .with_errors(vec![problem]));
+        return Err(
+            ApiError::new(Wrong::IdMismatch, problem.message.clone()).with_errors(vec![problem])
+        );
     }
     Ok(parsed)
 }
@@ -123,8 +120,7 @@ fn changed(
         Outcome::PreconditionFailed => return Err(precondition_failed(id)),
         Outcome::SkippedByTrigger => {
             return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "skipped-by-trigger",
+                Wrong::SkippedByTrigger,
                 format!("a trigger or a row security policy skipped the change of feature '{id}'"),
             ))
         }
@@ -276,7 +272,7 @@ pub async fn put(
         let (columns, values) = (&parsed.columns, &parsed.values);
         item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
             .await
-            .map_err(|e| e.for_reader(caller.can_read(&coll.id)))
+            .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
             .map(|stored| {
                 let preference = preferences.return_;
                 let mut response = created(&stored, preference, &base, &coll, &id, &crs);

@@ -8,16 +8,15 @@ use axum::Json;
 
 use super::body::{check_content_type, idempotency, read_body, KeyUse};
 use super::model::SessionBody;
+use super::problem::{ApiError, Problem, Wrong};
 use super::query_pairs;
-use crate::app::AppState;
 use crate::auth::Caller;
-use crate::error::{ApiError, Problem};
+use crate::error::Error;
+use crate::http::app::AppState;
 use crate::read::params::{check_format, unknown_parameter};
 use crate::session::report::SessionReport;
 use crate::session::{self, input, Mode, Operation, Step};
-use crate::write::dberror::refusal;
 use crate::write::idempotency::Idempotency;
-use crate::write::report::BatchStatus;
 
 /// The `mode` query parameter; `f` (only `json`) is taken too where `with_f`.
 pub fn mode(query: Option<&str>, with_f: bool) -> Result<Mode, ApiError> {
@@ -27,28 +26,19 @@ pub fn mode(query: Option<&str>, with_f: bool) -> Result<Mode, ApiError> {
             "mode" => {
                 mode = Mode::parse(&value).ok_or_else(|| {
                     ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "invalid-parameter",
+                        Wrong::InvalidParameter,
                         format!("query parameter 'mode': '{value}' is not atomic, batch or skip"),
                     )
                 })?
             }
             "f" if with_f => check_format(&value)?,
-            other => return Err(unknown_parameter(other, "mode")),
+            other => return Err(unknown_parameter(other, "mode").into()),
         }
     }
     Ok(mode)
 }
 
-/// Run a validated session and answer: 200 with the report, or, when an
-/// atomic session failed (nothing written), the first failure's problem with
-/// the report attached.
-///
-/// An atomic session rolled back by a deadlock or a serialization failure is
-/// run again (`FEATUREPIPE_RETRIES`). Batch and skip sessions are not: other
-/// batches may have committed after the failed one (running it again would
-/// reorder the writes), and in skip mode the transaction went on after
-/// rolling back to the operation's savepoint; the report says what failed.
+/// Run a validated session ([`session::carry_out`]) and answer 200 with its report.
 pub async fn answer(
     state: &AppState,
     operations: &[Operation],
@@ -57,51 +47,8 @@ pub async fn answer(
     idempotency: Option<&Idempotency>,
 ) -> Result<Response, ApiError> {
     let batch = state.write.limits.max_features;
-    let attempt = || async {
-        let report = session::run(&state.db, operations, steps, mode, batch, idempotency).await?;
-        match report.failure {
-            Some(status) if mode == Mode::Atomic => Err(rolled_back(status, &report)),
-            _ => Ok(report),
-        }
-    };
-    let report = match mode {
-        Mode::Atomic => state.db.retry().run(attempt).await?,
-        Mode::Batch | Mode::Skip => attempt().await?,
-    };
-    if lost_after_commit(&report) {
-        let attached = serde_json::to_value(&report).unwrap_or_default();
-        return Err(ApiError::outcome_unknown().with_report(attached));
-    }
+    let report = session::carry_out(&state.db, operations, steps, mode, batch, idempotency).await?;
     Ok((StatusCode::OK, Json(report)).into_response())
-}
-
-/// Whether the connection was lost after a COMMIT went out: some batch may or
-/// may not have been written.
-fn lost_after_commit(report: &SessionReport) -> bool {
-    report
-        .batches
-        .iter()
-        .any(|b| b.status == BatchStatus::Unknown)
-}
-
-/// The problem of an atomic session that failed: its first failure (of an
-/// operation, or at COMMIT), with the report attached. A session whose
-/// connection was lost after COMMIT was sent may have been written: that is
-/// an unknown outcome, never "nothing was written".
-fn rolled_back(status: StatusCode, report: &SessionReport) -> ApiError {
-    let attached = serde_json::to_value(report).unwrap_or_default();
-    if lost_after_commit(report) {
-        return ApiError::outcome_unknown().with_report(attached);
-    }
-    let first = report
-        .results
-        .iter()
-        .find_map(|r| r.error.clone())
-        .or_else(|| report.errors.first().cloned())
-        .into_iter()
-        .collect();
-    let detail = "an operation failed; the session was rolled back and nothing was written";
-    refusal(status, detail.into(), first).with_report(attached)
 }
 
 #[utoipa::path(
@@ -146,9 +93,10 @@ pub async fn create(
     };
     let (parse_state, parse_caller) = (state.clone(), caller.clone());
     let (operations, steps) = tokio::task::spawn_blocking(move || {
-        input::parse(&parse_state, &parse_caller, &body, mode == Mode::Skip)
+        let catalog = (&*parse_state.catalog, parse_state.input_limits);
+        input::parse(catalog, &parse_caller, &body, mode == Mode::Skip)
     })
     .await
-    .map_err(|e| ApiError::task_failed("parsing the body", &e))??;
+    .map_err(|e| Error::task_failed("parsing the body", &e))??;
     answer(&state, &operations, &steps, mode, idempotency.as_ref()).await
 }

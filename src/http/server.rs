@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
 
-use crate::app::{router, AppState};
+use crate::http::app::{router, AppState};
 
 /// Serve the API on an already-bound listener until `shutdown` completes;
 /// then stop accepting and wait for the connections to finish.

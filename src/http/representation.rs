@@ -6,9 +6,9 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 
 use super::links::BaseUrl;
+use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
 use crate::catalog::Collection;
-use crate::error::ApiError;
 use crate::feature::{InputLimits, Reading};
 use crate::geometry::Crs;
 use crate::read::params::{offered_crs, percent_encode};
@@ -61,8 +61,7 @@ pub fn check_writable(coll: &Collection, allow: &'static str) -> Result<(), ApiE
         "its table has no single-column primary key"
     };
     Err(ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "read-only-collection",
+        Wrong::ReadOnlyCollection,
         format!("'{}' is read-only: {why}", coll.id),
     )
     .with_header(header::ALLOW, HeaderValue::from_static(allow)))
@@ -309,8 +308,7 @@ pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Preconditi
         && !only_create
     {
         return Err(ApiError::new(
-            StatusCode::PRECONDITION_REQUIRED,
-            "precondition-required",
+            Wrong::PreconditionRequired,
             format!(
                 "changes to '{}' must say which version they change: send If-Match with the \
                  feature's ETag (or If-Unmodified-Since; If-None-Match: * to create)",
@@ -328,8 +326,7 @@ pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Preconditi
 /// 412: the feature changed since the client read it.
 pub fn precondition_failed(id: &str) -> ApiError {
     ApiError::new(
-        StatusCode::PRECONDITION_FAILED,
-        "precondition-failed",
+        Wrong::PreconditionFailed,
         format!("feature '{id}' has changed since it was read (If-Match / If-Unmodified-Since); read it again"),
     )
 }
@@ -337,8 +334,7 @@ pub fn precondition_failed(id: &str) -> ApiError {
 /// 404 for a feature that does not exist.
 pub fn unknown_feature(coll: &Collection, id: &str) -> ApiError {
     ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown-feature",
+        Wrong::UnknownFeature,
         format!("collection '{}' has no feature '{id}'", coll.id),
     )
 }
@@ -356,8 +352,7 @@ fn body_crs<'c>(headers: &HeaderMap, coll: &'c Collection) -> Result<&'c Crs, Ap
         None => Ok(&coll.crs[0]),
         Some(v) => offered_crs(coll, "Content-Crs", v.to_str().unwrap_or("")).map_err(|e| {
             ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "unsupported-crs",
+                Wrong::UnsupportedCrs,
                 e.detail().replace("query parameter ", "header "),
             )
         }),

@@ -13,8 +13,8 @@ use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
 
-use crate::app::AppState;
 use crate::db::round_trips::RoundTrips;
+use crate::http::app::AppState;
 
 tokio::task_local! {
     /// The request's id.

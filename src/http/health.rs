@@ -4,8 +4,8 @@ use super::model::Health;
 use axum::extract::State;
 use axum::Json;
 
-use crate::app::AppState;
-use crate::error::{ApiError, Problem};
+use super::problem::{ApiError, Problem};
+use crate::http::app::AppState;
 
 /// `GET /healthz`: the process is alive.
 #[utoipa::path(

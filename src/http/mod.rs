@@ -1,6 +1,10 @@
-//! Thin HTTP handlers, one file per resource.
+//! The HTTP adapter: thin handlers (one file per resource), extractors, the
+//! shared state and router, middleware, and the one place that turns a
+//! domain error into problem+json with a status ([`problem`]).
 
+pub mod app;
 pub mod body;
+pub mod caller;
 pub mod collections;
 pub mod guard;
 pub mod health;
@@ -10,19 +14,19 @@ pub mod landing;
 pub mod links;
 pub mod model;
 pub mod openapi;
+pub mod problem;
 pub mod representation;
+pub mod server;
+pub mod telemetry;
 pub mod transactions;
 
-use axum::http::StatusCode;
-
-use crate::error::ApiError;
+use problem::{ApiError, Wrong};
 
 /// The pairs of a query string, in order; a malformed one is a 400.
 pub fn query_pairs(query: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
     serde_urlencoded::from_str(query.unwrap_or("")).map_err(|e| {
         ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid-parameter",
+            Wrong::InvalidParameter,
             format!("the query string cannot be read: {e}"),
         )
     })

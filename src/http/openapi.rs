@@ -14,7 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::{collections, health, item, items, landing, transactions};
-use crate::app::AppState;
+use crate::http::app::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
