@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::session::Mode;
+use crate::units::parse_bytes;
 use crate::write::{BatchLimits, Strategy, WriteOptions};
 
 /// How to reach the database.
@@ -63,8 +63,8 @@ pub struct Config {
     #[arg(
         long,
         env = "FEATUREPIPE_WRITE_STRATEGY",
-        value_enum,
-        default_value = "auto"
+        default_value = "auto",
+        value_parser = parse_strategy
     )]
     pub write_strategy: Strategy,
     /// Features per request from which `auto` writes with COPY.
@@ -133,35 +133,6 @@ pub struct Config {
     pub settings: Option<std::path::PathBuf>,
 }
 
-/// Settings of `featurepipe push`.
-#[derive(Debug, Clone, Args)]
-pub struct PushArgs {
-    /// The GeoJSON to send: a FeatureCollection, or a GeoJSON text sequence
-    /// (RFC 8142, or one feature per line); `-` reads standard input.
-    pub file: std::path::PathBuf,
-    /// The collection to write to.
-    #[arg(long, short)]
-    pub collection: String,
-    /// The featurepipe service (http only).
-    #[arg(long, env = "FEATUREPIPE_URL", default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    /// Features per request.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
-    pub batch: u32,
-    /// Most bytes per request (suffixes KiB, MiB); also the largest feature taken.
-    #[arg(long, default_value = "16MiB", value_parser = parse_bytes)]
-    pub batch_bytes: usize,
-    /// How the service writes each request: atomic, batch or skip (its `mode`).
-    #[arg(long, default_value = "atomic", value_parser = parse_mode)]
-    pub mode: Mode,
-    /// API key or JWT, sent as `Authorization: Bearer`.
-    #[arg(long, env = "FEATUREPIPE_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
-    /// How many times a request the network or the service failed is sent again.
-    #[arg(long, default_value_t = 5)]
-    pub retries: u32,
-}
-
 impl Config {
     /// A configuration with every default, for `url` (used by tests and embedders).
     pub fn for_database(url: &str) -> Self {
@@ -209,45 +180,18 @@ pub fn parse_switch(s: &str) -> Result<bool, String> {
     }
 }
 
-/// Parse a commit mode: `atomic`, `batch` or `skip`.
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    Mode::parse(s).ok_or_else(|| format!("'{s}' is not atomic, batch or skip"))
-}
-
-/// Parse `1048576`, `512KiB`, `8MiB`, `1GiB` (also kB/MB/GB as powers of 1000).
-pub fn parse_bytes(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("'{s}' is not a byte size"))?;
-    let factor = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "kB" | "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        u => return Err(format!("unknown size unit '{u}' (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(factor)
-        .ok_or_else(|| format!("'{s}' is too large"))
+/// Parse a write strategy: `auto`, `insert` or `copy`.
+fn parse_strategy(s: &str) -> Result<Strategy, String> {
+    Strategy::ALL
+        .iter()
+        .find(|(name, _)| *name == s)
+        .map(|&(_, strategy)| strategy)
+        .ok_or_else(|| format!("'{s}' is not auto, insert or copy"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_sizes() {
-        assert_eq!(parse_bytes("8MiB"), Ok(8 << 20));
-        assert_eq!(parse_bytes("1000"), Ok(1000));
-        assert_eq!(parse_bytes("2 KiB"), Ok(2048));
-        assert!(parse_bytes("lots").is_err());
-        assert!(parse_bytes("1 parsec").is_err());
-    }
 
     #[test]
     fn defaults_match_the_readme() {
@@ -260,20 +204,5 @@ mod tests {
         assert_eq!(c.retries, 3);
         assert_eq!(c.header_timeout, Duration::from_secs(30));
         assert_eq!(c.request_timeout, Duration::from_secs(300));
-    }
-
-    #[test]
-    fn push_defaults_match_the_readme() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Wrapper {
-            #[command(flatten)]
-            push: PushArgs,
-        }
-        let p = Wrapper::parse_from(["push", "-", "--collection", "c"]).push;
-        assert_eq!(p.url, "http://127.0.0.1:8080");
-        assert_eq!((p.batch, p.batch_bytes, p.retries), (1000, 16 << 20, 5));
-        assert_eq!(p.mode, Mode::Atomic);
-        assert!(Wrapper::try_parse_from(["push", "-", "-c", "c", "--mode", "all"]).is_err());
     }
 }

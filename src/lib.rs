@@ -9,7 +9,7 @@
 //!   their typed [`error`]s;
 //! - model: [`catalog`], what a table is;
 //! - database access: [`db`];
-//! - pure: `json`, [`geometry`].
+//! - pure: `json`, [`geometry`], `units`.
 
 mod json;
 
@@ -24,6 +24,7 @@ pub mod http;
 pub mod push;
 pub mod read;
 pub mod session;
+mod units;
 pub mod write;
 
 pub use http::app::{router, AppState};

@@ -4,8 +4,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use featurepipe::config::{Config, DatabaseArgs, PushArgs};
+use featurepipe::config::{Config, DatabaseArgs};
 use featurepipe::db::{migrate, Database, StartupError};
+use featurepipe::push::args::PushArgs;
 use featurepipe::AppState;
 use tracing_subscriber::EnvFilter;
 

@@ -2,7 +2,12 @@
 //! what the OpenAPI document describes.
 
 use serde::Serialize;
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::RefOr;
+use utoipa::{PartialSchema, ToSchema};
+
+use crate::session::Mode;
+use crate::write::Strategy;
 
 /// A link (RFC 8288) as OGC API documents carry them.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -175,3 +180,31 @@ pub struct SessionOperation {
     /// operation fails with precondition_failed).
     pub if_match: Option<String>,
 }
+
+/// A string that is one of `names`, described by `description`.
+fn one_of(description: &str, names: impl IntoIterator<Item = &'static str>) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .enum_values(Some(names))
+        .into()
+}
+
+impl PartialSchema for Strategy {
+    fn schema() -> RefOr<Schema> {
+        one_of(
+            "How features are written.",
+            Strategy::ALL.map(|(name, _)| name),
+        )
+    }
+}
+
+impl ToSchema for Strategy {}
+
+impl PartialSchema for Mode {
+    fn schema() -> RefOr<Schema> {
+        one_of("How a session commits.", Mode::ALL.map(Mode::name))
+    }
+}
+
+impl ToSchema for Mode {}

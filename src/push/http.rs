@@ -12,8 +12,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::read::params::percent_encode;
-use crate::session::Mode;
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+
+use super::args::Mode;
 
 /// How long one attempt may take, answer included: longer than the service's
 /// own limits (upload and statement timeouts), so that it is only a safety net.
@@ -76,7 +77,7 @@ impl Service {
         let target = format!(
             "{}/collections/{}/items?mode={}",
             url.trim_end_matches('/'),
-            percent_encode(collection),
+            utf8_percent_encode(collection, NON_ALPHANUMERIC),
             mode.name()
         );
         let uri = target

@@ -7,6 +7,7 @@
 //! one being sent: memory holds about three batches, whatever the input's size.
 
 mod answer;
+pub mod args;
 mod batches;
 mod http;
 mod progress;
@@ -19,9 +20,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::config::PushArgs;
-use crate::session::Mode;
 use answer::Outcome;
+use args::{Mode, PushArgs};
 use batches::{Batch, Batches, Limits};
 use http::Service;
 use progress::Progress;

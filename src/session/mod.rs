@@ -51,7 +51,7 @@ pub enum Op {
 }
 
 /// How a session commits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// All or nothing.
@@ -77,14 +77,12 @@ impl Op {
 }
 
 impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 3] = [Mode::Atomic, Mode::Batch, Mode::Skip];
+
     /// Parse the `mode` query parameter.
     pub fn parse(value: &str) -> Option<Mode> {
-        match value {
-            "atomic" => Some(Mode::Atomic),
-            "batch" => Some(Mode::Batch),
-            "skip" => Some(Mode::Skip),
-            _ => None,
-        }
+        Mode::ALL.into_iter().find(|mode| mode.name() == value)
     }
 
     /// Its name, as the `mode` query parameter has it.

@@ -83,9 +83,7 @@ pub struct WriteOptions {
 }
 
 /// How features are written.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, utoipa::ToSchema,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// COPY for requests of at least the threshold, where COPY can be used.
@@ -94,6 +92,15 @@ pub enum Strategy {
     Insert,
     /// COPY wherever it can be used (see [`copy::copy_plan`]).
     Copy,
+}
+
+impl Strategy {
+    /// Every strategy, by the name reports give it.
+    pub const ALL: [(&'static str, Strategy); 3] = [
+        ("auto", Strategy::Auto),
+        ("insert", Strategy::Insert),
+        ("copy", Strategy::Copy),
+    ];
 }
 
 /// Write validated rows in one transaction and return their keys in order.
