@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::db::Pooler;
 use crate::units::parse_bytes;
 use crate::write::{BatchLimits, Strategy, WriteOptions};
 
@@ -21,8 +22,8 @@ pub struct DatabaseArgs {
     /// What sits between the service and PostgreSQL: `none`, `session`
     /// (a pooler in session mode) or `transaction` (in transaction mode:
     /// statements are sent unnamed, COPY and set_role are off).
-    #[arg(long, env = "FEATUREPIPE_POOLER", value_enum, default_value = "none")]
-    pub pooler: crate::db::Pooler,
+    #[arg(long, env = "FEATUREPIPE_POOLER", default_value = "none", value_parser = |s: &str| named(&Pooler::ALL, s))]
+    pub pooler: Pooler,
 }
 
 /// Settings of `featurepipe serve`.
@@ -64,7 +65,7 @@ pub struct Config {
         long,
         env = "FEATUREPIPE_WRITE_STRATEGY",
         default_value = "auto",
-        value_parser = parse_strategy
+        value_parser = |s: &str| named(&Strategy::ALL, s)
     )]
     pub write_strategy: Strategy,
     /// Features per request from which `auto` writes with COPY.
@@ -180,13 +181,13 @@ pub fn parse_switch(s: &str) -> Result<bool, String> {
     }
 }
 
-/// Parse a write strategy: `auto`, `insert` or `copy`.
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    Strategy::ALL
-        .iter()
+/// The value named `s` among `all` (a setting's values, by name).
+fn named<T: Copy>(all: &[(&'static str, T)], s: &str) -> Result<T, String> {
+    let names: Vec<_> = all.iter().map(|(name, _)| *name).collect();
+    all.iter()
         .find(|(name, _)| *name == s)
-        .map(|&(_, strategy)| strategy)
-        .ok_or_else(|| format!("'{s}' is not auto, insert or copy"))
+        .map(|&(_, value)| value)
+        .ok_or_else(|| format!("'{s}' is not one of {}", names.join(", ")))
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ pub struct Database {
 }
 
 /// What sits between the service and PostgreSQL (`FEATUREPIPE_POOLER`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pooler {
     /// Nothing: PostgreSQL itself.
     None,
@@ -149,6 +149,15 @@ pub enum Pooler {
     /// server connection, so no statement is named and nothing is set for
     /// the session.
     Transaction,
+}
+
+impl Pooler {
+    /// Every pooler, by the name `FEATUREPIPE_POOLER` gives it.
+    pub const ALL: [(&'static str, Pooler); 3] = [
+        ("none", Pooler::None),
+        ("session", Pooler::Session),
+        ("transaction", Pooler::Transaction),
+    ];
 }
 
 /// Which database role a handle's connections run as (`[auth] set_role`).
