@@ -9,6 +9,9 @@ ensure_postgis
 # Clients nobody here wrote, used by tests/it/clients.rs: GDAL's ogrinfo, and
 # OWSLib in a virtualenv under target/ (built once, like cargo's output).
 ensure_package /usr/bin/ogrinfo gdal-bin
+# Headless Chromium, for the browser tests (tests/it/browser*.rs).
+ensure_package /usr/bin/chromium chromium
+export FEATUREPIPE_TEST_CHROMIUM=/usr/bin/chromium
 # PgBouncer, for tests/it/poolers.rs (started by the tests in both pool modes).
 ensure_package /usr/sbin/pgbouncer pgbouncer
 venv=target/client-venv
