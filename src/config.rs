@@ -82,6 +82,11 @@ pub struct Config {
     /// links; by default `http://` and the request's Host header.
     #[arg(long, env = "FEATUREPIPE_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Tiles drawn under the features of the web pages: an XYZ template such
+    /// as `https://tile.example.org/{z}/{x}/{y}.png`; none by default (a plain
+    /// background, and the pages load nothing from elsewhere).
+    #[arg(long, env = "FEATUREPIPE_BASEMAP_URL", value_parser = parse_basemap)]
+    pub basemap_url: Option<String>,
     /// Longest any one database statement may run (0: no limit); a request
     /// whose statement runs longer fails with 503 and writes nothing.
     #[arg(long, env = "FEATUREPIPE_STATEMENT_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
@@ -181,6 +186,21 @@ pub fn parse_switch(s: &str) -> Result<bool, String> {
     }
 }
 
+/// An XYZ tile template: http(s), with `{z}`, `{x}` and `{y}`, and nothing
+/// that could end the Content-Security-Policy it is named in.
+fn parse_basemap(s: &str) -> Result<String, String> {
+    let web = s.starts_with("https://") || s.starts_with("http://");
+    let placeholders = ["{z}", "{x}", "{y}"].iter().all(|p| s.contains(p));
+    let quiet = !s.contains(|c: char| c.is_whitespace() || "'\";,".contains(c));
+    if web && placeholders && quiet {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "'{s}' is not an XYZ template: http(s)://host/…{{z}}/{{x}}/{{y}}…, without spaces, quotes, ';' or ','"
+        ))
+    }
+}
+
 /// The value named `s` among `all` (a setting's values, by name).
 fn named<T: Copy>(all: &[(&'static str, T)], s: &str) -> Result<T, String> {
     let names: Vec<_> = all.iter().map(|(name, _)| *name).collect();
@@ -205,5 +225,20 @@ mod tests {
         assert_eq!(c.retries, 3);
         assert_eq!(c.header_timeout, Duration::from_secs(30));
         assert_eq!(c.request_timeout, Duration::from_secs(300));
+        assert_eq!(c.basemap_url, None);
+    }
+
+    #[test]
+    fn a_basemap_is_an_xyz_template() {
+        let osm = "https://{a-c}.tile.example.org/{z}/{x}/{y}.png";
+        assert_eq!(parse_basemap(osm).as_deref(), Ok(osm));
+        for bad in [
+            "ftp://x/{z}/{x}/{y}",
+            "https://x/{z}/{x}",
+            "https://x/{z}/{x}/{y}; script-src *",
+            "https://x/{z}/{x}/{y}'",
+        ] {
+            assert!(parse_basemap(bad).is_err(), "{bad}");
+        }
     }
 }

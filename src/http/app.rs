@@ -46,6 +46,8 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// Collection extents, computed at most once per refresh interval.
     pub extents: Arc<ExtentCache>,
+    /// The XYZ template of the web pages' basemap (none: a plain background).
+    pub basemap_url: Option<String>,
 }
 
 impl AppState {
@@ -117,6 +119,7 @@ impl AppState {
             request_timeout: config.request_timeout,
             auth,
             extents: Arc::default(),
+            basemap_url: config.basemap_url.clone(),
         })
     }
 
@@ -190,6 +193,8 @@ pub fn router(state: AppState) -> Router {
         // The documentation page's vendored assets (not API operations).
         .route("/api/swagger-ui-bundle.js", get(super::openapi::swagger_js))
         .route("/api/swagger-ui.css", get(super::openapi::swagger_css))
+        // The web pages' script and style files.
+        .route("/assets/{name}", get(super::html::assets::asset))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     guarded(routes, deadline)

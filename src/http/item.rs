@@ -9,22 +9,25 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::body::{answer_keyed, check_content_type, idempotency, read_body, KeyUse};
+use super::html::format::{vary_on_accept, with_format, FORMAT_PARAM};
+use super::html::pages::{self, FeaturesView, Site};
+use super::html::Format;
 use super::links::BaseUrl;
 use super::model::Feature;
 use super::problem::{ApiError, Problem, Wrong};
 use super::query_pairs;
 use super::representation::{
-    check_writable, client_keys, created, feature_response, item_allow, options_response,
-    precondition, precondition_failed, reading, set_preference_applied, unknown_feature,
-    Preferences, Return, FEATURE_TYPES, PATCH_TYPES,
+    check_writable, client_keys, created, feature_response, item_allow, item_path,
+    options_response, precondition, precondition_failed, reading, set_preference_applied,
+    unknown_feature, Preferences, Return, FEATURE_TYPES, GEOJSON, PATCH_TYPES,
 };
 use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::geometry::Crs;
 use crate::http::app::AppState;
-use crate::read::params::{check_format, offered_crs, percent_encode, unknown_parameter};
-use crate::read::{self};
+use crate::read::params::{offered_crs, percent_encode, unknown_parameter};
+use crate::read::{self, StoredFeature};
 use crate::session::Mode;
 use crate::write::item::{self, Changed, Outcome};
 use crate::write::sql::ItemChange;
@@ -36,8 +39,8 @@ use crate::write::sql::ItemChange;
     tag = "Features",
     summary = "One feature",
     operation_id = "getFeature",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = Option<String>, Query, description = "Output format: json (the only one)"), ("If-None-Match" = Option<String>, Header, description = "304 when the ETag matches")),
-    responses((status = 200, description = "The feature with self and collection links", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 304, description = "Not modified (If-None-Match)"), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM), ("If-None-Match" = Option<String>, Header, description = "304 when the ETag matches (JSON)")),
+    responses((status = 200, description = "The feature with self, alternate and collection links; or its page with a map", content((Feature = "application/geo+json"), (String = "text/html")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 304, description = "Not modified (If-None-Match)"), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn get(
     State(state): State<AppState>,
@@ -48,18 +51,21 @@ pub async fn get(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
-    let state = state.for_caller(&caller);
+    let mut pairs = query_pairs(query.as_deref())?;
+    let format = Format::negotiate(&mut pairs, &headers)?;
     let mut crs = &coll.crs[0];
-    for (name, value) in query_pairs(query.as_deref())? {
+    for (name, value) in pairs {
         match name.as_str() {
-            "f" => check_format(&value)?,
             "crs" => crs = offered_crs(&coll, &name, &value)?,
             _ => return Err(unknown_parameter(&name, "f and crs").into()),
         }
     }
-    let stored = read::item(&state.db, &coll, &id, crs)
+    let stored = read::item(&state.for_caller(&caller).db, &coll, &id, crs)
         .await?
         .ok_or_else(|| unknown_feature(&coll, &id))?;
+    if format == Format::Html {
+        return Ok(page(&state, &base, &coll, &id, &stored));
+    }
     let tag = format!("\"{}\"", stored.etag);
     let not_modified = headers
         .get(header::IF_NONE_MATCH)
@@ -70,9 +76,9 @@ pub async fn get(
         if let Ok(v) = HeaderValue::from_str(&tag) {
             response.headers_mut().insert(header::ETAG, v);
         }
-        return Ok(response);
+        return Ok(vary_on_accept(response));
     }
-    Ok(feature_response(
+    Ok(vary_on_accept(feature_response(
         StatusCode::OK,
         &stored,
         Return::Representation,
@@ -80,7 +86,36 @@ pub async fn get(
         &coll,
         &id,
         crs,
-    ))
+    )))
+}
+
+/// The feature's web page: its map and its properties. It carries no ETag:
+/// the editor reads the feature's JSON, and saves against that one's.
+fn page(
+    state: &AppState,
+    base: &BaseUrl,
+    coll: &Collection,
+    id: &str,
+    stored: &StoredFeature,
+) -> Response {
+    let path = item_path(coll, id);
+    let mut links = base
+        .self_and_alternate(&path, GEOJSON, Format::Html, "This feature")
+        .to_vec();
+    links.push(base.link(
+        &format!("/collections/{}/items", percent_encode(&coll.id)),
+        "collection",
+        "text/html",
+        "The collection's features",
+    ));
+    let view = FeaturesView {
+        coll,
+        features: vec![pages::parsed(&stored.json)],
+        matched: None,
+        links: &links,
+        geojson_url: format!("{}{}", base.0, with_format(&path, Format::Json)),
+    };
+    pages::features(&Site::new(state, base), &format!("Feature {id}"), &view)
 }
 
 /// Whether one `If-None-Match` member matches the current `tag`: `*`, or the

@@ -11,6 +11,9 @@ use axum::Json;
 use serde_json::json;
 
 use super::body::{answer_of, check_content_type, idempotency, read_body, response_of, KeyUse};
+use super::html::format::{vary_on_accept, with_format, FORMAT_PARAM};
+use super::html::pages::{self, FeaturesView, Site};
+use super::html::Format;
 use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
 use super::problem::{ApiError, Problem};
@@ -41,32 +44,50 @@ use futures_util::future::BoxFuture;
     tag = "Features",
     summary = "A page of features; any other parameter naming a column of a simple type filters by equality",
     operation_id = "getFeatures",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("limit" = Option<i64>, Query, description = "Page size, 1..10000 (larger values are lowered); default 10"), ("offset" = Option<i64>, Query, description = "Features to skip; next/prev links carry it"), ("bbox" = Option<String>, Query, description = "4 or 6 numbers: only features intersecting the box (in bbox-crs, CRS84 by default)"), ("bbox-crs" = Option<String>, Query, description = "CRS of bbox (one of the collection's `crs`)"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = Option<String>, Query, description = "Output format: json (the only one)")),
-    responses((status = 200, description = "A FeatureCollection with numberMatched, numberReturned and paging links", content_type = "application/geo+json", body = FeatureCollection, headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("limit" = Option<i64>, Query, description = "Page size, 1..10000 (larger values are lowered); default 10"), ("offset" = Option<i64>, Query, description = "Features to skip; next/prev links carry it"), ("bbox" = Option<String>, Query, description = "4 or 6 numbers: only features intersecting the box (in bbox-crs, CRS84 by default)"), ("bbox-crs" = Option<String>, Query, description = "CRS of bbox (one of the collection's `crs`)"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM)),
+    responses((status = 200, description = "A FeatureCollection with numberMatched, numberReturned and paging links; or the page with a map and a table of the properties", content((FeatureCollection = "application/geo+json"), (String = "text/html")), headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Path(collection_id): Path<String>,
     base: BaseUrl,
+    headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
-    let state = state.for_caller(&caller);
-    let query = ItemsQuery::parse(&query_pairs(query.as_deref())?, &coll)?;
-    let page = read::items(&state.db, &coll, &query).await?;
+    let mut pairs = query_pairs(query.as_deref())?;
+    let format = Format::negotiate(&mut pairs, &headers)?;
+    let query = ItemsQuery::parse(&pairs, &coll)?;
+    let page = read::items(&state.for_caller(&caller).db, &coll, &query).await?;
     let path = format!("/collections/{}/items", percent_encode(&coll.id));
     let at = |offset: i64| format!("{path}?{}", query.at_offset(&coll, offset));
-    let mut links = vec![base.link(&at(query.offset), "self", GEOJSON, "This page")];
+    // Paging links stay in the format answered.
+    let paged = |offset: i64| match format {
+        Format::Json => at(offset),
+        Format::Html => with_format(&at(offset), Format::Html),
+    };
+    let page_type = match format {
+        Format::Json => GEOJSON,
+        Format::Html => "text/html",
+    };
+    let mut links = base
+        .self_and_alternate(&at(query.offset), GEOJSON, format, "This page")
+        .to_vec();
     let returned = page.features.len() as i64;
     if query.offset + returned < page.number_matched {
-        links.push(base.link(&at(query.offset + returned), "next", GEOJSON, "Next page"));
+        links.push(base.link(
+            &paged(query.offset + returned),
+            "next",
+            page_type,
+            "Next page",
+        ));
     }
     if query.offset > 0 {
         links.push(base.link(
-            &at((query.offset - query.limit).max(0)),
+            &paged((query.offset - query.limit).max(0)),
             "prev",
-            GEOJSON,
+            page_type,
             "Previous page",
         ));
     }
@@ -76,6 +97,21 @@ pub async fn list(
         "application/json",
         "The collection",
     ));
+    if format == Format::Html {
+        let view = FeaturesView {
+            coll: &coll,
+            features: page
+                .features
+                .iter()
+                .map(|f| pages::parsed(&f.json))
+                .collect(),
+            matched: Some((page.number_matched, query.offset)),
+            links: &links,
+            geojson_url: format!("{}{}", base.0, with_format(&at(query.offset), Format::Json)),
+        };
+        let title = coll.title.as_deref().unwrap_or(&coll.id);
+        return Ok(pages::features(&Site::new(&state, &base), title, &view));
+    }
     // The features are JSON text from PostgreSQL: joined, never re-parsed.
     let head = json!({
         "type": "FeatureCollection",
@@ -108,7 +144,7 @@ pub async fn list(
     )
         .into_response();
     set_content_crs(response.headers_mut(), &query.crs);
-    Ok(response)
+    Ok(vary_on_accept(response))
 }
 
 /// Create features; 201 with the ids in feature order and a per-batch report.

@@ -1,19 +1,23 @@
 //! `GET /` (landing page) and `GET /conformance`.
 
-use axum::extract::RawQuery;
-use axum::Json;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
 
+use super::app::AppState;
+use super::html::format::FORMAT_PARAM;
+use super::html::pages::{self, Site};
+use super::html::Format;
 use super::links::BaseUrl;
 use super::model::{Conformance, LandingPage};
 use super::problem::{ApiError, Problem};
-use super::query_pairs;
-use crate::read::params::only_format;
 
 /// The conformance classes this service implements. Part 4's classes are
 /// listed under both URI families clients look for.
 pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/core",
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/geojson",
+    "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/html",
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/oas30",
     "http://www.opengis.net/spec/ogcapi-features-2/1.0/conf/crs",
     "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/create-replace-delete",
@@ -37,45 +41,51 @@ pub const CONFORMANCE: &[&str] = &[
     path = "/",
     tag = "Capabilities",
     summary = "Landing page",
-    params(("f" = Option<String>, Query, description = "Output format: json (the only one)")),
-    responses((status = 200, description = "Links to the API, its conformance and the collections", body = LandingPage), (status = 400, description = "Unknown parameter", body = Problem, content_type = "application/problem+json"))
+    params(("f" = inline(Option<Format>), Query, description = FORMAT_PARAM)),
+    responses((status = 200, description = "Links to the API, its conformance and the collections", content((LandingPage = "application/json"), (String = "text/html"))), (status = 400, description = "Unknown parameter", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn landing(
+    State(state): State<AppState>,
     base: BaseUrl,
+    headers: HeaderMap,
     RawQuery(query): RawQuery,
-) -> Result<Json<LandingPage>, ApiError> {
-    only_format(&query_pairs(query.as_deref())?)?;
-    Ok(Json(LandingPage {
+) -> Result<Response, ApiError> {
+    let format = Format::only(query.as_deref(), &headers)?;
+    let mut links = base
+        .self_and_alternate("/", "application/json", format, "This document")
+        .to_vec();
+    links.extend([
+        base.link(
+            "/api",
+            "service-desc",
+            "application/vnd.oai.openapi+json;version=3.1",
+            "The API definition",
+        ),
+        base.link(
+            "/api.html",
+            "service-doc",
+            "text/html",
+            "The API documentation",
+        ),
+        base.link(
+            "/conformance",
+            "conformance",
+            "application/json",
+            "Conformance classes",
+        ),
+        base.link(
+            "/collections",
+            "data",
+            "application/json",
+            "The collections",
+        ),
+    ]);
+    let doc = LandingPage {
         title: "featurepipe".into(),
         description: "Fast GeoJSON ingestion into PostGIS, speaking OGC API - Features".into(),
-        links: vec![
-            base.link("/", "self", "application/json", "This document"),
-            base.link(
-                "/api",
-                "service-desc",
-                "application/vnd.oai.openapi+json;version=3.1",
-                "The API definition",
-            ),
-            base.link(
-                "/api.html",
-                "service-doc",
-                "text/html",
-                "The API documentation",
-            ),
-            base.link(
-                "/conformance",
-                "conformance",
-                "application/json",
-                "Conformance classes",
-            ),
-            base.link(
-                "/collections",
-                "data",
-                "application/json",
-                "The collections",
-            ),
-        ],
-    }))
+        links,
+    };
+    Ok(format.answer(doc, |doc| pages::landing(&Site::new(&state, &base), doc)))
 }
 
 /// `GET /conformance`.
@@ -84,12 +94,28 @@ pub async fn landing(
     path = "/conformance",
     tag = "Capabilities",
     summary = "Conformance classes implemented",
-    params(("f" = Option<String>, Query, description = "Output format: json (the only one)")),
-    responses((status = 200, description = "Conformance classes", body = Conformance), (status = 400, description = "Unknown parameter", body = Problem, content_type = "application/problem+json"))
+    params(("f" = inline(Option<Format>), Query, description = FORMAT_PARAM)),
+    responses((status = 200, description = "Conformance classes", content((Conformance = "application/json"), (String = "text/html"))), (status = 400, description = "Unknown parameter", body = Problem, content_type = "application/problem+json"))
 )]
-pub async fn conformance(RawQuery(query): RawQuery) -> Result<Json<Conformance>, ApiError> {
-    only_format(&query_pairs(query.as_deref())?)?;
-    Ok(Json(Conformance {
+pub async fn conformance(
+    State(state): State<AppState>,
+    base: BaseUrl,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let format = Format::only(query.as_deref(), &headers)?;
+    let doc = Conformance {
         conforms_to: CONFORMANCE.iter().map(|c| c.to_string()).collect(),
+        links: base
+            .self_and_alternate(
+                "/conformance",
+                "application/json",
+                format,
+                "Conformance classes",
+            )
+            .to_vec(),
+    };
+    Ok(format.answer(doc, |doc| {
+        pages::conformance(&Site::new(&state, &base), doc)
     }))
 }

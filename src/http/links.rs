@@ -7,6 +7,7 @@ use std::convert::Infallible;
 
 use axum::http::header;
 
+use super::html::format::{with_format, Format};
 use super::model::Link;
 use crate::http::app::AppState;
 
@@ -41,6 +42,34 @@ impl BaseUrl {
             rel: rel.to_owned(),
             media_type: media_type.to_owned(),
             title: title.to_owned(),
+        }
+    }
+
+    /// `self` in the `format` answered and `alternate` in the other one, for
+    /// the resource at `path` (which may carry a query) whose JSON is of
+    /// `json_type`. A JSON `self` is the plain path; other links name `f`.
+    pub fn self_and_alternate(
+        &self,
+        path: &str,
+        json_type: &str,
+        format: Format,
+        title: &str,
+    ) -> [Link; 2] {
+        let html = with_format(path, Format::Html);
+        match format {
+            Format::Json => [
+                self.link(path, "self", json_type, title),
+                self.link(&html, "alternate", "text/html", "This document as HTML"),
+            ],
+            Format::Html => [
+                self.link(&html, "self", "text/html", title),
+                self.link(
+                    &with_format(path, Format::Json),
+                    "alternate",
+                    json_type,
+                    "This document as JSON",
+                ),
+            ],
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod caller;
 pub mod collections;
 pub mod guard;
 pub mod health;
+pub mod html;
 pub mod item;
 pub mod items;
 pub mod landing;

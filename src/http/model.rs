@@ -6,6 +6,7 @@ use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
 use utoipa::{PartialSchema, ToSchema};
 
+use super::html::Format;
 use crate::session::Mode;
 use crate::write::Strategy;
 
@@ -40,6 +41,8 @@ pub struct LandingPage {
 pub struct Conformance {
     /// URIs of the conformance classes implemented.
     pub conforms_to: Vec<String>,
+    /// self, and alternate (the other format).
+    pub links: Vec<Link>,
 }
 
 /// The spatial extent of a collection.
@@ -208,3 +211,14 @@ impl PartialSchema for Mode {
 }
 
 impl ToSchema for Mode {}
+
+impl PartialSchema for Format {
+    fn schema() -> RefOr<Schema> {
+        one_of(
+            "The representation: JSON (geojson is a synonym) or a web page.",
+            ["json", "geojson", "html"],
+        )
+    }
+}
+
+impl ToSchema for Format {}

@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use axum::http::{header, HeaderValue};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
@@ -13,6 +13,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::html::assets::cached;
 use super::{collections, health, item, items, landing, transactions};
 use crate::http::app::AppState;
 
@@ -170,32 +171,17 @@ pub async fn page() -> impl IntoResponse {
 }
 
 /// `GET /api/swagger-ui-bundle.js`: vendored (assets/swagger-ui, Apache-2.0).
-pub async fn swagger_js() -> impl IntoResponse {
-    (
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/javascript"),
-            ),
-            (
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("max-age=86400"),
-            ),
-        ],
+pub async fn swagger_js() -> Response {
+    cached(
+        "text/javascript",
         include_str!("../../assets/swagger-ui/swagger-ui-bundle.js"),
     )
 }
 
 /// `GET /api/swagger-ui.css`: vendored with the script.
-pub async fn swagger_css() -> impl IntoResponse {
-    (
-        [
-            (header::CONTENT_TYPE, HeaderValue::from_static("text/css")),
-            (
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("max-age=86400"),
-            ),
-        ],
+pub async fn swagger_css() -> Response {
+    cached(
+        "text/css",
         include_str!("../../assets/swagger-ui/swagger-ui.css"),
     )
 }

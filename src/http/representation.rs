@@ -5,6 +5,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 
+use super::html::Format;
 use super::links::BaseUrl;
 use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
@@ -374,8 +375,11 @@ fn validators(feature: &StoredFeature, headers: &mut HeaderMap) {
 
 /// The feature with its links, as the body of a response.
 fn with_links(feature: &StoredFeature, base: &BaseUrl, coll: &Collection, id: &str) -> String {
+    let path = item_path(coll, id);
+    let [own, page] = base.self_and_alternate(&path, GEOJSON, Format::Json, "This feature");
     let links = serde_json::json!([
-        base.link(&item_path(coll, id), "self", GEOJSON, "This feature"),
+        own,
+        page,
         base.link(
             &format!("/collections/{}", percent_encode(&coll.id)),
             "collection",

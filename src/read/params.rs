@@ -73,7 +73,9 @@ pub fn unknown_parameter(name: &str, known: &str) -> Error {
 }
 
 impl ItemsQuery {
-    /// Check the query string's pairs against `coll`; any unknown or repeated name is a 400.
+    /// Check the query string's pairs against `coll`; any unknown or repeated
+    /// name is a 400. `f` is the HTTP layer's (which representation), and
+    /// taken out before.
     pub fn parse(pairs: &[(String, String)], coll: &Collection) -> Result<Self, Error> {
         let mut bbox = None;
         let mut bbox_crs = None;
@@ -109,7 +111,6 @@ impl ItemsQuery {
                 "bbox" => bbox = Some(parse_bbox(value)?),
                 "bbox-crs" => bbox_crs = Some(offered_crs(coll, name, value)?),
                 "crs" => query.crs = offered_crs(coll, name, value)?.clone(),
-                "f" => check_format(value)?,
                 "datetime" => query.datetime = Some(checked_datetime(value)?),
                 other => match coll.column_index(other) {
                     Some(ci) if filterable(coll, ci) => query.filters.push((ci, value.clone())),

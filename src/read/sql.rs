@@ -35,7 +35,7 @@ fn geometry_in(coll: &Collection, crs: &Crs) -> String {
 }
 
 /// Columns published as properties: all but the key and the feature geometry.
-fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
+pub fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
     (0..coll.columns.len()).filter(|&ci| ci != coll.geometry && Some(ci) != coll.primary_key)
 }
 

@@ -3,6 +3,7 @@
 mod allocator;
 mod auth;
 mod bodies;
+mod browser;
 mod catalog;
 mod clients;
 mod conflicts;
@@ -16,6 +17,7 @@ mod faults;
 mod geography_bbox;
 mod geometries;
 mod hostile;
+mod html;
 mod http_details;
 mod idempotency;
 mod key_casts;

@@ -5,7 +5,9 @@ use serde_json::{json, Value};
 
 use crate::support::TestApp;
 
-const SETUP: &str = "
+/// Points `places` 1..25 (name p<i>, kind odd/even, pop i, at (i, i/2)),
+/// a UTM polygon table and a table without a key.
+pub const SETUP: &str = "
     CREATE TABLE places (id serial PRIMARY KEY, name text, kind text, pop int4,
                          geom geometry(Point, 4326));
     INSERT INTO places (name, kind, pop, geom)
@@ -180,7 +182,8 @@ async fn bad_queries_are_400_with_the_parameter_named() {
         "pop=notanumber",
         "geom=1",
         "limit=1&limit=2",
-        "f=html",
+        "f=xml",
+        "f=html&f=json",
     ] {
         let r = app.get(&format!("/collections/places/items?{query}")).await;
         assert_eq!(r.status, 400, "{query}: {r:?}");
