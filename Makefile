@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test soak fuzz bench bench-quick bench-parse build lint fmt openapi
+.PHONY: run test soak fuzz bench bench-quick bench-parse build lint fmt openapi screenshots
 
 run:
 	scripts/dev.sh
@@ -11,6 +11,11 @@ test:
 # (FEATUREPIPE_SOAK_CLIENTS, FEATUREPIPE_SOAK_SECS, FEATUREPIPE_SOAK_FAULTS=off).
 soak:
 	scripts/test.sh --test it -- soak --ignored --nocapture
+
+# The pictures of docs/browser.md (docs/img), taken by headless Chromium of
+# the pages the browser tests drive.
+screenshots:
+	scripts/test.sh --test it -- browser::screenshots --ignored
 
 # The GeoJSON fuzz target for FUZZ_SECONDS (default 120) with libFuzzer.
 fuzz:
