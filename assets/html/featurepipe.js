@@ -145,7 +145,10 @@
     if (geometry && !ol.extent.containsExtent(view.calculateExtent(), geometry.getExtent())) {
       view.fit(geometry.getExtent(), { padding: [40, 40, 40, 40], maxZoom: Math.max(view.getZoom(), 12) });
     }
-    if (feature && canWrite) openEdit(feature);
+    if (feature && canWrite) {
+      discard();
+      openEdit(feature);
+    }
   }
 
   select.on('select', (event) => {
@@ -157,8 +160,13 @@
     }
     const feature = event.selected[0] || null;
     highlight(feature);
-    if (feature && canWrite) openEdit(feature);
-    else if (!feature) closeForm();
+    if (feature && canWrite) {
+      discard();
+      openEdit(feature);
+    } else if (!feature) {
+      discard();
+      closeForm();
+    }
   });
   tbody.addEventListener('click', (event) => {
     const row = event.target.closest('tr');
@@ -553,10 +561,15 @@
     });
   });
 
-  $('cancel').addEventListener('click', () => {
+  /** Undo what was not saved on the map: a new feature, a moved geometry. */
+  function discard() {
     const ed = editing;
     if (ed && ed.creating) source.removeFeature(ed.feature);
-    else if (ed && ed.before) ed.feature.setGeometry(ed.before.clone());
+    else if (ed && ed.geometryChanged && ed.before) ed.feature.setGeometry(ed.before.clone());
+  }
+
+  $('cancel').addEventListener('click', () => {
+    discard();
     closeForm();
     select.getFeatures().clear();
     highlight(null);
