@@ -103,6 +103,7 @@
     if (!row) {
       row = tbody.insertRow();
       row.dataset.id = id;
+      row.tabIndex = 0;
       const cell = row.insertCell();
       cell.className = 'id';
       const link = document.createElement('a');
@@ -171,6 +172,13 @@
   tbody.addEventListener('click', (event) => {
     const row = event.target.closest('tr');
     if (!row || event.target.closest('a')) return;
+    choose(source.getFeatureById(row.dataset.id));
+  });
+  // Rows take the keyboard's focus: Enter chooses one, as a click does.
+  tbody.addEventListener('keydown', (event) => {
+    const row = event.target.closest('tr');
+    if (event.key !== 'Enter' || !row || event.target !== row) return;
+    event.preventDefault();
     choose(source.getFeatureById(row.dataset.id));
   });
 

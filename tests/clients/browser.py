@@ -129,6 +129,11 @@ def items(url):
         expect(page.locator("#features tbody tr:nth-child(3)")).to_have_class("selected")
         seen["selected_row"] = page.get_attribute("#features tbody tr.selected", "data-id")
         seen["orange_pixels"] = painted(page, ORANGE)["count"]
+        # The keyboard does what the click does.
+        page.focus("#features tbody tr:nth-child(5)")
+        page.keyboard.press("Enter")
+        expect(page.locator("#features tbody tr:nth-child(5)")).to_have_class("selected")
+        seen["entered_row"] = page.get_attribute("#features tbody tr.selected", "data-id")
         seen["problems"] = browser.problems
         return seen
 

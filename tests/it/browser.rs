@@ -61,6 +61,7 @@ async fn the_items_page_draws_the_features_and_selects_them_both_ways() {
     // this page) selected its row; the click on row 3 selected feature 3.
     assert_eq!(seen["clicked_feature_row"], "10", "{seen}");
     assert_eq!(seen["selected_row"], "3", "{seen}");
+    assert_eq!(seen["entered_row"], "5", "{seen}");
     assert!(seen["orange_pixels"].as_i64().unwrap() > 50, "{seen}");
 }
 

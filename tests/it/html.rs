@@ -154,7 +154,7 @@ async fn the_items_page_pages_with_its_query_and_shows_the_properties() {
     );
     assert_eq!(html.matches("<tr data-id=").count(), 5, "{html}");
     assert!(
-        html.contains(r#"<tr data-id="11"><td class="id"><a href="/collections/places/items/11?f=html">11</a></td><td data-key="name">p11</td><td data-key="kind">odd</td><td data-key="pop">11</td></tr>"#),
+        html.contains(r#"<tr data-id="11" tabindex="0"><td class="id"><a href="/collections/places/items/11?f=html">11</a></td><td data-key="name">p11</td><td data-key="kind">odd</td><td data-key="pop">11</td></tr>"#),
         "{html}"
     );
     // The JSON of a page links to the same page as HTML, query kept.
@@ -197,7 +197,7 @@ async fn database_values_are_escaped_in_pages() {
         let html = page(&r);
         assert!(!html.contains("<script>alert"), "{path}: {html}");
         assert!(
-            html.contains(&format!(r#"<tr data-id="{escaped}">"#)),
+            html.contains(&format!(r#"<tr data-id="{escaped}" tabindex="0">"#)),
             "{path}: {html}"
         );
         assert!(

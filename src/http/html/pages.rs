@@ -176,7 +176,7 @@ pub fn features(site: &Site, title: &str, view: &FeaturesView) -> Response {
             tbody {
                 @for feature in &view.features {
                     @let id = text(&feature["id"]);
-                    tr data-id=(id) {
+                    tr data-id=(id) tabindex="0" {
                         td.id { a href=(with_format(&format!("{}{}", site.base.0, item_path(coll, &id)), Format::Html)) { (id) } }
                         @for name in &columns {
                             td data-key=(name) { (text(&feature["properties"][name])) }
