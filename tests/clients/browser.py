@@ -3,6 +3,7 @@ chromium) and print what a person would have seen, as one JSON object.
 
     browser.py items    URL       the items page: map, table, selection both ways
     browser.py editor   URL KEY [PNG] create, move, edit, 422, conflict (412), delete
+    browser.py polygon  URL KEY   draw a polygon, give it its key, save it
     browser.py hostile  URL ID KEY  a hostile property value stays text
     browser.py shots    URL KEY DIR   the screenshots of docs/browser.md
 
@@ -226,6 +227,30 @@ def editor(url, key, shot=None):
         return seen
 
 
+def polygon(url, key):
+    with Browser() as browser:
+        page = browser.page(url)
+        use_key(page, key)
+        page.click("#create")
+        expect(page.locator("#hint")).to_have_text("Click on the map to draw it; double-click to finish.")
+        box = page.locator("#map").bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        page.mouse.click(x - 80, y + 60)
+        page.mouse.click(x + 80, y + 60)
+        page.mouse.dblclick(x, y - 60)
+        expect(page.locator("#form-title")).to_have_text("New feature")
+        # The key is the client's to choose here: the form asks for it.
+        fields = page.locator("#fields [name]").evaluate_all("inputs => inputs.map(i => i.name)")
+        fill(page, "gid", "2")
+        page.click("#save")
+        status_is(page, "Saved feature 2.")
+        return {
+            "fields": fields,
+            "rows": page.locator("#features tbody tr").evaluate_all("rows => rows.map(r => r.dataset.id)"),
+            "problems": browser.problems,
+        }
+
+
 def hostile(url, id, key):
     with Browser() as browser:
         seen = {}
@@ -259,4 +284,4 @@ def shots(url, key, folder):
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    print(json.dumps({"items": items, "editor": editor, "hostile": hostile, "shots": shots}[command](*args)))
+    print(json.dumps({"items": items, "editor": editor, "polygon": polygon, "hostile": hostile, "shots": shots}[command](*args)))

@@ -9,11 +9,12 @@ use crate::support::{run, settings_file, Served, TestApp};
 
 const EDITOR_KEY: &str = "fp_browser_editor_key";
 
-/// `ogc_read`'s tables, with anonymous readers and one key that may write `places`.
+/// `ogc_read`'s tables, with anonymous readers and one key that may write
+/// `places` and `parcels`.
 async fn app() -> TestApp {
     let settings = format!(
         "[auth]\nanonymous = \"read:*\"\n\
-         [api_keys.editor]\nsha256 = \"{}\"\nscope = \"read:* write:places\"\n",
+         [api_keys.editor]\nsha256 = \"{}\"\nscope = \"read:* write:places write:parcels\"\n",
         sha256(EDITOR_KEY)
     );
     let path = settings_file("browser", &settings);
@@ -139,6 +140,22 @@ async fn the_editor_creates_moves_edits_deletes_and_handles_a_conflict() {
         .await;
     assert_eq!(moved, 1);
     assert_eq!(app.db.int("SELECT count(*) FROM places").await, 25);
+}
+
+#[tokio::test]
+async fn the_editor_draws_a_polygon_where_clients_choose_keys() {
+    let app = app().await;
+    let served = Served::start(&app).await;
+    let url = format!("{}/collections/parcels/items", served.url);
+    let seen = browse(&["polygon", &url, EDITOR_KEY]).await;
+    assert_eq!(seen["problems"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["fields"], serde_json::json!(["gid"]), "{seen}");
+    assert_eq!(seen["rows"], serde_json::json!(["1", "2"]), "{seen}");
+    let drawn = app
+        .db
+        .text("SELECT concat_ws(' ', ST_GeometryType(geom), ST_NPoints(geom), ST_SRID(geom)) FROM parcels WHERE gid = 2")
+        .await;
+    assert_eq!(drawn.as_deref(), Some("ST_Polygon 4 25832"));
 }
 
 #[tokio::test]
