@@ -82,6 +82,11 @@ pub struct Config {
     /// links; by default `http://` and the request's Host header.
     #[arg(long, env = "FEATUREPIPE_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Origins whose web pages may call the API (CORS): a comma-separated
+    /// list such as `https://map.example.org,http://localhost:5173`, or `*`
+    /// for any; empty (the default): none.
+    #[arg(long, env = "FEATUREPIPE_CORS_ORIGINS", default_value = "", value_parser = parse_origins)]
+    pub cors_origins: CorsOrigins,
     /// Longest any one database statement may run (0: no limit); a request
     /// whose statement runs longer fails with 503 and writes nothing.
     #[arg(long, env = "FEATUREPIPE_STATEMENT_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
@@ -181,6 +186,63 @@ pub fn parse_switch(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Which web origins may call the API from a browser.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CorsOrigins {
+    /// None: no CORS header is sent.
+    None,
+    /// Any origin (`*`).
+    Any,
+    /// These origins, as browsers send them (`scheme://host[:port]`).
+    List(Vec<String>),
+}
+
+/// Parse `FEATUREPIPE_CORS_ORIGINS`: `*`, or origins separated by commas.
+fn parse_origins(s: &str) -> Result<CorsOrigins, String> {
+    let items: Vec<&str> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .collect();
+    if items.is_empty() {
+        return Ok(CorsOrigins::None);
+    }
+    if items == ["*"] {
+        return Ok(CorsOrigins::Any);
+    }
+    items
+        .into_iter()
+        .map(origin)
+        .collect::<Result<_, _>>()
+        .map(CorsOrigins::List)
+}
+
+/// One origin, as a browser sends it in `Origin`: lower case, no path.
+fn origin(text: &str) -> Result<String, String> {
+    let wrong = |why: &str| {
+        format!("'{text}' is not an origin ({why}), such as https://map.example.org or http://localhost:5173")
+    };
+    let (scheme, rest) = text.split_once("://").ok_or_else(|| wrong("no scheme"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(wrong("only http and https"));
+    }
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    if host.is_empty() || host.contains(['/', '?', '#', '@', ' ', ',']) {
+        return Err(wrong(
+            "an origin is a host and a port, with no user, path or query",
+        ));
+    }
+    let port = host
+        .rsplit_once(':')
+        .map(|(_, port)| port)
+        .filter(|p| !p.ends_with(']'));
+    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return Err(wrong("the port is not a number"));
+    }
+    Ok(format!("{scheme}://{}", host.to_ascii_lowercase()))
+}
+
 /// The value named `s` among `all` (a setting's values, by name).
 fn named<T: Copy>(all: &[(&'static str, T)], s: &str) -> Result<T, String> {
     let names: Vec<_> = all.iter().map(|(name, _)| *name).collect();
@@ -193,6 +255,23 @@ fn named<T: Copy>(all: &[(&'static str, T)], s: &str) -> Result<T, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cors_origins() {
+        assert_eq!(parse_origins(""), Ok(CorsOrigins::None));
+        assert_eq!(parse_origins(" * "), Ok(CorsOrigins::Any));
+        let list = parse_origins("https://Map.Example.org, http://localhost:5173/").unwrap();
+        let expected = ["https://map.example.org", "http://localhost:5173"].map(String::from);
+        assert_eq!(list, CorsOrigins::List(expected.to_vec()));
+        for wrong in [
+            "map.example.org",
+            "ftp://x.org",
+            "https://x.org/app",
+            "*,https://x.org",
+        ] {
+            assert!(parse_origins(wrong).is_err(), "{wrong}");
+        }
+    }
 
     #[test]
     fn defaults_match_the_readme() {

@@ -24,7 +24,7 @@ use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{check_format, offered_crs, percent_encode, unknown_parameter};
-use crate::read::{self};
+use crate::read::{self, plain_etag};
 use crate::session::Mode;
 use crate::write::item::{self, Changed, Outcome};
 use crate::write::sql::ItemChange;
@@ -64,7 +64,7 @@ pub async fn get(
     let not_modified = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| none_match(t.trim(), &tag)));
+        .is_some_and(|v| v.split(',').any(|t| none_match(t.trim(), &stored.etag)));
     if not_modified {
         let mut response = StatusCode::NOT_MODIFIED.into_response();
         if let Ok(v) = HeaderValue::from_str(&tag) {
@@ -85,8 +85,9 @@ pub async fn get(
 
 /// Whether one `If-None-Match` member matches the current `tag`: `*`, or the
 /// tag under weak comparison (RFC 9110 13.1.2), so `W/"x"` matches `"x"`.
-fn none_match(member: &str, tag: &str) -> bool {
-    member == "*" || member.strip_prefix("W/").unwrap_or(member) == tag
+fn none_match(member: &str, etag: &str) -> bool {
+    let member = member.strip_prefix("W/").unwrap_or(member);
+    member == "*" || plain_etag(member.trim_matches('"')) == etag
 }
 
 /// Validate a PUT or PATCH body; its `id`, if any, must be the URL's.

@@ -12,7 +12,7 @@ use crate::catalog::Collection;
 use crate::feature::{InputLimits, Reading};
 use crate::geometry::Crs;
 use crate::read::params::{offered_crs, percent_encode};
-use crate::read::StoredFeature;
+use crate::read::{plain_etag, StoredFeature};
 use crate::write::item::Precondition;
 
 /// GeoJSON's media type.
@@ -288,7 +288,7 @@ pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Preconditi
         .get_all(header::IF_MATCH)
         .iter()
         .flat_map(|v| v.to_str().unwrap_or("").split(','))
-        .map(|t| t.trim().trim_matches('"').to_owned())
+        .map(|t| plain_etag(t.trim().trim_matches('"')).to_owned())
         .filter(|t| !t.is_empty())
         .collect();
     let if_match = headers.contains_key(header::IF_MATCH).then_some(tags);
