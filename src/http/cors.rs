@@ -21,7 +21,7 @@ use crate::config::CorsOrigins;
 const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// The request headers the API reads (beyond the ones CORS always allows).
-const REQUEST_HEADERS: [&str; 12] = [
+const REQUEST_HEADERS: [&str; 11] = [
     "content-type",
     "authorization",
     "x-api-key",
@@ -32,7 +32,6 @@ const REQUEST_HEADERS: [&str; 12] = [
     "idempotency-key",
     "content-crs",
     "content-encoding",
-    "accept-crs",
     "x-request-id",
 ];
 

@@ -3,6 +3,7 @@
 
 use axum::http::HeaderMap;
 use featurepipe::config::CorsOrigins;
+use sha2::Digest;
 
 use crate::support::{settings_file, TestApp};
 
@@ -128,4 +129,130 @@ async fn any_origin_with_a_star_and_none_by_default() {
     let app = TestApp::new(SETUP).await;
     let r = preflight(&app, PAGE).await;
     assert!(cors_headers(&r.headers).is_empty(), "{r:?}");
+}
+
+/// A page server on its own origin: `/page.html` runs `script`, which
+/// POSTs what it saw to `/result`; the texts come out of the receiver.
+async fn page_server(
+    listener: tokio::net::TcpListener,
+    script: String,
+) -> tokio::sync::mpsc::Receiver<String> {
+    use axum::routing::{get, post};
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let html = "<!doctype html><html><body><script src=\"/page.js\"></script></body></html>";
+    let page = axum::Router::new()
+        .route(
+            "/page.html",
+            get(move || async move { axum::response::Html(html) }),
+        )
+        .route(
+            "/page.js",
+            get(move || async move { ([("content-type", "text/javascript")], script) }),
+        )
+        .route(
+            "/result",
+            post(move |body: String| async move {
+                let _ = tx.send(body).await;
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, page).await });
+    rx
+}
+
+/// What a page's script reported, within a minute.
+async fn reported(rx: &mut tokio::sync::mpsc::Receiver<String>) -> String {
+    tokio::time::timeout(std::time::Duration::from_secs(60), rx.recv())
+        .await
+        .expect("the page reports within a minute")
+        .expect("the page server runs")
+}
+
+/// The editor's round: create, read with its ETag, patch with If-Match, a
+/// second patch with the stale ETag, delete; each step's outcome in order.
+const EDITOR_ROUND: &str = r#"
+const out = [];
+const auth = {"Authorization": "Bearer " + KEY};
+async function step(name, f) {
+  try { out.push(name + " " + await f()); } catch (e) { out.push(name + " error " + e); }
+}
+(async () => {
+  let at, tag;
+  const patch = (note) => fetch(at, {method: "PATCH", body: JSON.stringify({properties: {note}}),
+    headers: {...auth, "Content-Type": "application/merge-patch+json", "If-Match": tag}});
+  await step("create", async () => {
+    const r = await fetch(API + "/collections/pts/items", {method: "POST",
+      headers: {...auth, "Content-Type": "application/geo+json"},
+      body: JSON.stringify({type: "Feature", geometry: {type: "Point", coordinates: [1, 2]},
+                            properties: {note: "from a page"}})});
+    at = r.headers.get("Location");
+    return r.status;
+  });
+  await step("read", async () => {
+    const r = await fetch(at, {headers: auth});
+    tag = r.headers.get("ETag");
+    const f = await r.json();
+    return r.status + " " + f.properties.note + " " + (tag ? "tagged" : "untagged");
+  });
+  await step("patch", async () => (await patch("patched")).status);
+  await step("stale", async () => {
+    const r = await patch("again");
+    return r.status + " " + (await r.json()).type;
+  });
+  await step("delete", async () => {
+    tag = (await fetch(at, {headers: auth})).headers.get("ETag");
+    return (await fetch(at, {method: "DELETE", headers: {...auth, "If-Match": tag}})).status;
+  });
+  await fetch("/result", {method: "POST", body: out.join("\n")});
+})();
+"#;
+
+#[tokio::test]
+async fn a_page_on_a_listed_origin_edits_with_etags_and_one_elsewhere_is_refused() {
+    use crate::chromium::Chromium;
+    use crate::support::Served;
+    let key = "fp_key_of_a_page_for_tests";
+    let hash: String = sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let listed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listed.local_addr().unwrap());
+    let settings = format!(
+        "[auth]\nanonymous = \"read:*\"\n[api_keys.page]\nsha256 = \"{hash}\"\nscope = \"read:* write:pts\"\n"
+    );
+    let settings = settings_file("cors-page", &settings);
+    let setup = "CREATE TABLE pts (id serial PRIMARY KEY, note text, geom geometry(Point, 4326));";
+    let app = TestApp::with_config(setup, |c| {
+        c.auth = true;
+        c.settings = Some(settings);
+        c.cors_origins = CorsOrigins::List(vec![origin.clone()]);
+    })
+    .await;
+    let api = Served::start(&app).await;
+    let prelude = format!("const API = {:?}; const KEY = {key:?};\n", api.url);
+    let other_url = format!("http://{}/page.html", other.local_addr().unwrap());
+    let mut from_listed = page_server(listed, format!("{prelude}{EDITOR_ROUND}")).await;
+    let mut from_other = page_server(other, format!("{prelude}{EDITOR_ROUND}")).await;
+
+    let _browser = Chromium::open(&format!("{origin}/page.html"));
+    let steps = reported(&mut from_listed).await;
+    let steps: Vec<&str> = steps.lines().collect();
+    assert_eq!(
+        steps,
+        [
+            "create 201",
+            "read 200 from a page tagged",
+            "patch 204",
+            "stale 412 urn:featurepipe:problem:precondition-failed",
+            "delete 204"
+        ],
+        "{steps:#?}"
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);
+
+    let _browser = Chromium::open(&other_url);
+    let steps = reported(&mut from_other).await;
+    assert!(steps.starts_with("create error TypeError"), "{steps}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);
 }

@@ -4,6 +4,7 @@ mod allocator;
 mod auth;
 mod bodies;
 mod catalog;
+mod chromium;
 mod clients;
 mod conflicts;
 mod connections;
