@@ -267,22 +267,26 @@ pub async fn put(
         Attempt::Replayed(response) => return Ok(response),
         Attempt::Made(made) => *made,
     };
-    let creates =
-        client_keys(&coll) && !headers.contains_key(header::IF_MATCH) && coll.could_be_key(&id);
-    let response = if matches!(outcome, Outcome::Missing) && creates {
-        let (columns, values) = (&parsed.columns, &parsed.values);
-        item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
-            .await
-            .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
-            .map(|stored| {
-                let preference = preferences.return_;
-                let mut response = created(&stored, preference, &base, &coll, &id, &crs);
-                set_preference_applied(&mut response, &preferences, true);
-                response
-            })
-    } else {
-        changed(outcome, &coll, &id, &base, &preferences, &crs)
-    };
+    let creates = client_keys(&coll) && coll.could_be_key(&id);
+    let response =
+        if matches!(outcome, Outcome::Missing) && creates && headers.contains_key(header::IF_MATCH)
+        {
+            // If-Match names a current representation, and there is none (RFC 9110 13.1.1).
+            Err(precondition_failed(&id))
+        } else if matches!(outcome, Outcome::Missing) && creates {
+            let (columns, values) = (&parsed.columns, &parsed.values);
+            item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
+                .await
+                .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
+                .map(|stored| {
+                    let preference = preferences.return_;
+                    let mut response = created(&stored, preference, &base, &coll, &id, &crs);
+                    set_preference_applied(&mut response, &preferences, true);
+                    response
+                })
+        } else {
+            changed(outcome, &coll, &id, &base, &preferences, &crs)
+        };
     answer_keyed(keyed, response).await
 }
 

@@ -26,6 +26,7 @@ mod ogc_read;
 mod ogc_write;
 mod openapi;
 mod poolers;
+mod preconditions;
 mod push;
 mod rights;
 mod round_trips;
