@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::db::Pooler;
-use crate::units::parse_bytes;
+use crate::units::{parse_bytes, parse_switch};
 use crate::write::{BatchLimits, Strategy, WriteOptions};
 
 /// How to reach the database.
@@ -169,15 +169,6 @@ impl Config {
             strategy: self.write_strategy,
             copy_threshold: self.copy_threshold,
         }
-    }
-}
-
-/// Parse `on`/`off` (also true/false, 1/0, yes/no).
-pub fn parse_switch(s: &str) -> Result<bool, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "1" | "yes" => Ok(true),
-        "off" | "false" | "0" | "no" => Ok(false),
-        other => Err(format!("'{other}' is neither on nor off")),
     }
 }
 

@@ -9,8 +9,8 @@
 //!   their typed [`error`]s;
 //! - model: [`catalog`], what a table is;
 //! - database access: [`db`];
-//! - below it, for TLS clients: `trust`, the CAs a TLS client trusts and
-//!   the rustls error behind a failed connection;
+//! - below it, shared by `db` and `push`: `trust`, the CAs a TLS client
+//!   trusts and the rustls error behind a failed connection;
 //! - pure: `json`, [`geometry`], `units`.
 
 mod json;
