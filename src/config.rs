@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::db::Pooler;
-use crate::units::parse_bytes;
+use crate::units::{parse_bytes, parse_switch};
 use crate::write::{BatchLimits, Strategy, WriteOptions};
 
 /// How to reach the database.
@@ -57,7 +57,7 @@ pub struct Config {
     pub pool_wait: Duration,
     /// Pipelining: `on` sends a whole request before reading answers; `off`
     /// writes one statement at a time (for proxies that mishandle pipelining).
-    #[arg(long, env = "FEATUREPIPE_PIPELINE", default_value = "on", value_parser = parse_switch)]
+    #[arg(long, env = "FEATUREPIPE_PIPELINE", default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     pub pipeline: bool,
     /// How features are written: `auto` (COPY from the threshold on, where
     /// possible), `insert` or `copy`.
@@ -125,7 +125,7 @@ pub struct Config {
     #[arg(long, env = "FEATUREPIPE_IDEMPOTENCY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
     pub idempotency_ttl: Duration,
     /// Whether writes and reads need credentials (`off`: anyone may do anything).
-    #[arg(long, env = "FEATUREPIPE_AUTH", default_value = "on", value_parser = parse_switch)]
+    #[arg(long, env = "FEATUREPIPE_AUTH", default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     pub auth: bool,
     /// Shared secret of HS256 bearer tokens.
     #[arg(long, env = "FEATUREPIPE_JWT_SECRET", hide_env_values = true)]
@@ -174,15 +174,6 @@ impl Config {
             strategy: self.write_strategy,
             copy_threshold: self.copy_threshold,
         }
-    }
-}
-
-/// Parse `on`/`off` (also true/false, 1/0, yes/no).
-pub fn parse_switch(s: &str) -> Result<bool, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "1" | "yes" => Ok(true),
-        "off" | "false" | "0" | "no" => Ok(false),
-        other => Err(format!("'{other}' is neither on nor off")),
     }
 }
 
@@ -284,5 +275,20 @@ mod tests {
         assert_eq!(c.retries, 3);
         assert_eq!(c.header_timeout, Duration::from_secs(30));
         assert_eq!(c.request_timeout, Duration::from_secs(300));
+        assert!(c.auth && c.pipeline);
+    }
+
+    #[test]
+    fn switches_take_on_and_off_as_flags() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            config: Config,
+        }
+        let c = Wrapper::parse_from(["featurepipe", "--auth", "off", "--pipeline", "off"]).config;
+        assert!(!c.auth && !c.pipeline);
+        let c = Wrapper::parse_from(["featurepipe", "--auth", "on"]).config;
+        assert!(c.auth);
     }
 }

@@ -121,7 +121,10 @@ async fn preconditions_hold_as_rfc_9110_says() {
                 }
                 // A refused request changed nothing.
                 if !r.status.is_success() {
-                    let note = app.db.text("SELECT (SELECT note FROM sites WHERE code = 'a')").await;
+                    let note = app
+                        .db
+                        .text("SELECT (SELECT note FROM sites WHERE code = 'a')")
+                        .await;
                     assert_eq!(
                         note.as_deref(),
                         exists.then_some("old"),
