@@ -14,9 +14,9 @@ use super::model::Feature;
 use super::problem::{ApiError, Problem, Wrong};
 use super::query_pairs;
 use super::representation::{
-    check_writable, client_keys, created, feature_response, item_allow, options_response,
-    precondition, precondition_failed, reading, set_preference_applied, unknown_feature,
-    Preferences, Return, FEATURE_TYPES, PATCH_TYPES,
+    check_writable, created, feature_response, item_allow, options_response, precondition,
+    precondition_failed, reading, set_preference_applied, unknown_feature, Preferences, Return,
+    FEATURE_TYPES, PATCH_TYPES,
 };
 use crate::auth::Caller;
 use crate::catalog::Collection;
@@ -267,7 +267,7 @@ pub async fn put(
         Attempt::Replayed(response) => return Ok(response),
         Attempt::Made(made) => *made,
     };
-    let creates = client_keys(&coll) && coll.could_be_key(&id);
+    let creates = coll.client_keys() && coll.could_be_key(&id);
     let response =
         if matches!(outcome, Outcome::Missing) && creates && headers.contains_key(header::IF_MATCH)
         {

@@ -81,14 +81,6 @@ pub fn options_response(
     response
 }
 
-/// Whether clients choose keys: the key column has no default, so PUT may create.
-pub fn client_keys(coll: &Collection) -> bool {
-    coll.primary_key.is_some_and(|pk| {
-        let key = &coll.columns[pk];
-        !key.has_default() && !key.generated && !coll.before_insert_trigger
-    })
-}
-
 /// The path of a feature.
 pub fn item_path(coll: &Collection, id: &str) -> String {
     format!(
