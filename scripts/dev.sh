@@ -11,6 +11,10 @@ if [ "$FEATUREPIPE_AUTH" = off ]; then
     echo "make run: authentication is off (FEATUREPIPE_AUTH=off): anyone may read and write" >&2
 fi
 
+# Web pages on any origin (a map editor on a dev server) may call it.
+export FEATUREPIPE_CORS_ORIGINS="${FEATUREPIPE_CORS_ORIGINS:-*}"
+echo "make run: pages on any origin may call the API (FEATUREPIPE_CORS_ORIGINS=$FEATUREPIPE_CORS_ORIGINS)" >&2
+
 if [ -n "${DATABASE_URL:-}" ]; then
     exec cargo run --release -- serve "$@"
 fi

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::db::Pooler;
-use crate::units::parse_bytes;
+use crate::units::{parse_bytes, parse_switch};
 use crate::write::{BatchLimits, Strategy, WriteOptions};
 
 /// How to reach the database.
@@ -57,7 +57,7 @@ pub struct Config {
     pub pool_wait: Duration,
     /// Pipelining: `on` sends a whole request before reading answers; `off`
     /// writes one statement at a time (for proxies that mishandle pipelining).
-    #[arg(long, env = "FEATUREPIPE_PIPELINE", default_value = "on", value_parser = parse_switch)]
+    #[arg(long, env = "FEATUREPIPE_PIPELINE", default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     pub pipeline: bool,
     /// How features are written: `auto` (COPY from the threshold on, where
     /// possible), `insert` or `copy`.
@@ -87,6 +87,11 @@ pub struct Config {
     /// background, and the pages load nothing from elsewhere).
     #[arg(long, env = "FEATUREPIPE_BASEMAP_URL", value_parser = parse_basemap)]
     pub basemap_url: Option<String>,
+    /// Origins whose web pages may call the API (CORS): a comma-separated
+    /// list such as `https://map.example.org,http://localhost:5173`, or `*`
+    /// for any; empty (the default): none.
+    #[arg(long, env = "FEATUREPIPE_CORS_ORIGINS", default_value = "", value_parser = parse_origins)]
+    pub cors_origins: CorsOrigins,
     /// Longest any one database statement may run (0: no limit); a request
     /// whose statement runs longer fails with 503 and writes nothing.
     #[arg(long, env = "FEATUREPIPE_STATEMENT_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
@@ -125,7 +130,7 @@ pub struct Config {
     #[arg(long, env = "FEATUREPIPE_IDEMPOTENCY_TTL", default_value = "24h", value_parser = humantime::parse_duration)]
     pub idempotency_ttl: Duration,
     /// Whether writes and reads need credentials (`off`: anyone may do anything).
-    #[arg(long, env = "FEATUREPIPE_AUTH", default_value = "on", value_parser = parse_switch)]
+    #[arg(long, env = "FEATUREPIPE_AUTH", default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     pub auth: bool,
     /// Shared secret of HS256 bearer tokens.
     #[arg(long, env = "FEATUREPIPE_JWT_SECRET", hide_env_values = true)]
@@ -177,13 +182,61 @@ impl Config {
     }
 }
 
-/// Parse `on`/`off` (also true/false, 1/0, yes/no).
-pub fn parse_switch(s: &str) -> Result<bool, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "on" | "true" | "1" | "yes" => Ok(true),
-        "off" | "false" | "0" | "no" => Ok(false),
-        other => Err(format!("'{other}' is neither on nor off")),
+/// Which web origins may call the API from a browser.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CorsOrigins {
+    /// None: no CORS header is sent.
+    None,
+    /// Any origin (`*`).
+    Any,
+    /// These origins, as browsers send them (`scheme://host[:port]`).
+    List(Vec<String>),
+}
+
+/// Parse `FEATUREPIPE_CORS_ORIGINS`: `*`, or origins separated by commas.
+fn parse_origins(s: &str) -> Result<CorsOrigins, String> {
+    let items: Vec<&str> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .collect();
+    if items.is_empty() {
+        return Ok(CorsOrigins::None);
     }
+    if items == ["*"] {
+        return Ok(CorsOrigins::Any);
+    }
+    items
+        .into_iter()
+        .map(origin)
+        .collect::<Result<_, _>>()
+        .map(CorsOrigins::List)
+}
+
+/// One origin, as a browser sends it in `Origin`: lower case, no path.
+fn origin(text: &str) -> Result<String, String> {
+    let wrong = |why: &str| {
+        format!("'{text}' is not an origin ({why}), such as https://map.example.org or http://localhost:5173")
+    };
+    let (scheme, rest) = text.split_once("://").ok_or_else(|| wrong("no scheme"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(wrong("only http and https"));
+    }
+    let host = rest.strip_suffix('/').unwrap_or(rest);
+    if host.is_empty() || host.contains(['/', '?', '#', '@', ' ', ',']) {
+        return Err(wrong(
+            "an origin is a host and a port, with no user, path or query",
+        ));
+    }
+    let port = host
+        .rsplit_once(':')
+        .map(|(_, port)| port)
+        .filter(|p| !p.ends_with(']'));
+    if port.is_some_and(|p| p.parse::<u16>().is_err()) {
+        return Err(wrong("the port is not a number"));
+    }
+    Ok(format!("{scheme}://{}", host.to_ascii_lowercase()))
 }
 
 /// An XYZ tile template: http(s), with `{z}`, `{x}` and `{y}`, and nothing
@@ -215,6 +268,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cors_origins() {
+        assert_eq!(parse_origins(""), Ok(CorsOrigins::None));
+        assert_eq!(parse_origins(" * "), Ok(CorsOrigins::Any));
+        let list = parse_origins("https://Map.Example.org, http://localhost:5173/").unwrap();
+        let expected = ["https://map.example.org", "http://localhost:5173"].map(String::from);
+        assert_eq!(list, CorsOrigins::List(expected.to_vec()));
+        for wrong in [
+            "map.example.org",
+            "ftp://x.org",
+            "https://x.org/app",
+            "*,https://x.org",
+        ] {
+            assert!(parse_origins(wrong).is_err(), "{wrong}");
+        }
+    }
+
+    #[test]
     fn defaults_match_the_readme() {
         let c = Config::for_database("postgres://localhost/x");
         assert_eq!(c.batch_size, 500);
@@ -226,6 +296,7 @@ mod tests {
         assert_eq!(c.header_timeout, Duration::from_secs(30));
         assert_eq!(c.request_timeout, Duration::from_secs(300));
         assert_eq!(c.basemap_url, None);
+        assert!(c.auth && c.pipeline);
     }
 
     #[test]
@@ -240,5 +311,19 @@ mod tests {
         ] {
             assert!(parse_basemap(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn switches_take_on_and_off_as_flags() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            config: Config,
+        }
+        let c = Wrapper::parse_from(["featurepipe", "--auth", "off", "--pipeline", "off"]).config;
+        assert!(!c.auth && !c.pipeline);
+        let c = Wrapper::parse_from(["featurepipe", "--auth", "on"]).config;
+        assert!(c.auth);
     }
 }

@@ -9,6 +9,8 @@
 //!   their typed [`error`]s;
 //! - model: [`catalog`], what a table is;
 //! - database access: [`db`];
+//! - below it, shared by `db` and `push`: `trust`, the CAs a TLS client
+//!   trusts and the rustls error behind a failed connection;
 //! - pure: `json`, [`geometry`], `units`.
 
 mod json;
@@ -24,6 +26,7 @@ pub mod http;
 pub mod push;
 pub mod read;
 pub mod session;
+mod trust;
 mod units;
 pub mod write;
 

@@ -1,4 +1,5 @@
-//! Quantities as people write them on a command line: `8MiB`, `512KiB`.
+//! Values as people write them on a command line: byte sizes (`8MiB`,
+//! `512KiB`) and switches (`on`, `off`).
 
 /// Parse `1048576`, `512KiB`, `8MiB`, `1GiB` (also kB/MB/GB as powers of 1000).
 pub fn parse_bytes(s: &str) -> Result<usize, String> {
@@ -22,6 +23,15 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("'{s}' is too large"))
 }
 
+/// Parse `on`/`off` (also true/false, 1/0, yes/no).
+pub fn parse_switch(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        other => Err(format!("'{other}' is neither on nor off")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +43,14 @@ mod tests {
         assert_eq!(parse_bytes("2 KiB"), Ok(2048));
         assert!(parse_bytes("lots").is_err());
         assert!(parse_bytes("1 parsec").is_err());
+    }
+
+    #[test]
+    fn switches() {
+        assert_eq!(parse_switch("on"), Ok(true));
+        assert_eq!(parse_switch(" OFF "), Ok(false));
+        assert!(parse_switch("maybe")
+            .unwrap_err()
+            .contains("neither on nor off"));
     }
 }

@@ -194,6 +194,8 @@ pub struct Collection {
     pub precondition_required: bool,
     /// Writes are refused although the table could take them (settings file).
     pub read_only: bool,
+    /// Whether clients choose keys, as the settings file says (`None`: inferred).
+    pub client_keys_setting: Option<bool>,
 }
 
 impl Collection {
@@ -215,7 +217,19 @@ impl Collection {
             title: None,
             precondition_required: false,
             read_only: false,
+            client_keys_setting: None,
         }
+    }
+
+    /// Whether clients choose keys, so that PUT on a missing id creates the
+    /// feature: as the settings file says; else when the key column has no
+    /// default, is not generated, and no BEFORE INSERT trigger may set it.
+    pub fn client_keys(&self) -> bool {
+        self.primary_key.is_some_and(|pk| {
+            let key = &self.columns[pk];
+            self.client_keys_setting
+                .unwrap_or(!key.has_default() && !key.generated && !self.before_insert_trigger)
+        })
     }
 
     /// Tables without a single-column primary key cannot report ids:
@@ -395,6 +409,14 @@ fn apply_settings(
         }
         coll.precondition_required = s.precondition_required;
         coll.read_only = s.read_only;
+        if s.client_keys == Some(true)
+            && coll.primary_key.is_none_or(|pk| coll.columns[pk].generated)
+        {
+            return Err(format!(
+                "'{id}': client_keys = true needs a primary key column clients can write"
+            ));
+        }
+        coll.client_keys_setting = s.client_keys;
         coll.last_modified = match &s.last_modified {
             None | Some(LastModified::Convention(true)) => coll.last_modified,
             Some(LastModified::Convention(false)) => None,
@@ -566,6 +588,7 @@ fn build_collection(
         title: None,
         precondition_required: false,
         read_only: false,
+        client_keys_setting: None,
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

@@ -9,6 +9,7 @@
 //! precondition_required = true    # PUT/PATCH/DELETE need If-Match or If-Unmodified-Since
 //! crs = ["http://www.opengis.net/def/crs/EPSG/0/3857"]
 //! read_only = true
+//! client_keys = true              # PUT on a missing id creates it (default: inferred)
 //!
 //! [auth]
 //! anonymous = "read:*"            # what callers without credentials may do
@@ -92,6 +93,9 @@ pub struct CollectionSettings {
     /// Refuse writes even when the table could take them.
     #[serde(default)]
     pub read_only: bool,
+    /// Whether clients choose keys: PUT on a missing id creates the feature
+    /// (default: inferred, see [`crate::catalog::Collection::client_keys`]).
+    pub client_keys: Option<bool>,
 }
 
 /// `last_modified = "column"` or `last_modified = false`.

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use axum::http::{Method, Uri};
 use axum::routing::get;
 use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
 
+use super::cors::{self, Cors};
+use super::encoding;
 use super::problem::{ApiError, Wrong};
 use crate::auth::{Auth, Caller, JwtKeys};
 use crate::catalog::settings::Settings;
@@ -48,6 +51,8 @@ pub struct AppState {
     pub extents: Arc<ExtentCache>,
     /// The XYZ template of the web pages' basemap (none: a plain background).
     pub basemap_url: Option<String>,
+    /// Cross-origin requests from these web origins (none: no CORS).
+    pub cors: Option<Arc<Cors>>,
 }
 
 impl AppState {
@@ -120,6 +125,7 @@ impl AppState {
             auth,
             extents: Arc::default(),
             basemap_url: config.basemap_url.clone(),
+            cors: Cors::new(&config.cors_origins),
         })
     }
 
@@ -197,7 +203,15 @@ pub fn router(state: AppState) -> Router {
         .route("/assets/{name}", get(super::html::assets::asset))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
-    guarded(routes, deadline)
+    let routes = guarded(routes, deadline)
+        .layer(encoding::decompression())
+        .layer(encoding::compression())
+        .layer(axum::middleware::from_fn(encoding::tag_codings));
+    let routes = match state.cors.clone() {
+        Some(cors) => routes.layer(axum::middleware::from_fn_with_state(cors, cors::handle)),
+        None => routes,
+    };
+    routes
         .layer(axum::middleware::from_fn(crate::http::telemetry::observe))
         .with_state(state)
 }
@@ -209,7 +223,7 @@ pub fn guarded<S: Clone + Send + Sync + 'static>(
     deadline: std::time::Duration,
 ) -> Router<S> {
     routes
-        .layer(axum::middleware::from_fn(super::guard::catch_panic))
+        .layer(CatchPanicLayer::custom(super::guard::panicked))
         .layer(axum::middleware::from_fn(
             move |request, next: axum::middleware::Next| {
                 super::guard::deadline(deadline, request, next)

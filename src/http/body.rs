@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::encoding::DECODED;
 use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
 use crate::error::Error;
@@ -21,7 +22,7 @@ use crate::write::item::KeyedItem;
 
 /// Memory for request bodies, shared by every request
 /// (`FEATUREPIPE_BODY_MEMORY`): a body holds room for the bytes it has
-/// received and decompressed to, as they come, until it has been parsed, so
+/// received (decompressed), as they come, until it has been parsed, so
 /// that N large requests at once wait for each other instead of together
 /// exhausting memory.
 #[derive(Clone)]
@@ -83,17 +84,6 @@ struct Held {
     kib: u32,
 }
 
-impl Held {
-    /// Give back what `bytes` do not need.
-    fn shrink_to(&mut self, bytes: usize) {
-        let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
-        if let (Some(permit), true) = (&mut self.permit, want < self.kib) {
-            drop(permit.split((self.kib - want) as usize));
-            self.kib = want;
-        }
-    }
-}
-
 /// A request body, with the room it holds in [`BodyRoom`] until dropped.
 pub struct BodyBytes {
     bytes: Vec<u8>,
@@ -108,9 +98,10 @@ impl std::ops::Deref for BodyBytes {
 }
 
 /// Read the whole body into one buffer (sized from `Content-Length`, up to
-/// [`CAPACITY_HINT`]). A gzip body (`Content-Encoding: gzip`) is decompressed, and the
-/// limit applies to what it decompresses to: a zip bomb is a 413, never an
-/// out-of-memory. Its bytes are counted in `room` as they arrive.
+/// [`CAPACITY_HINT`]). A compressed body arrives decompressed (see
+/// [`super::encoding`]), so the limit applies to what it decompresses to: a
+/// zip bomb is a 413, never an out-of-memory. Its bytes are counted in
+/// `room` as they arrive.
 /// The limits are the state's: `max_body`, `upload_timeout` and `body_room`.
 pub async fn read_body(
     state: &AppState,
@@ -135,9 +126,6 @@ pub async fn read_body(
 /// bytes arrive: a header costs the client nothing.
 const CAPACITY_HINT: usize = 1 << 20;
 
-/// The bytes of one step of decompression.
-const GUNZIP_STEP: usize = 64 << 10;
-
 /// The 413 of a body over `max` bytes.
 fn too_large(max: usize) -> ApiError {
     ApiError::new(
@@ -152,6 +140,7 @@ async fn read_all(
     max: usize,
     room: &BodyRoom,
 ) -> Result<BodyBytes, ApiError> {
+    refuse_unknown_encoding(headers)?;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
@@ -170,89 +159,46 @@ async fn read_all(
                 format!("cannot read the request body: {e}"),
             )
         })?;
-        append(room, &mut held, (&mut buf, 0), &chunk, max).await?;
+        append(room, &mut held, &mut buf, &chunk, max).await?;
     }
-    let bytes = match content_encoding(headers)? {
-        Encoding::Identity => buf,
-        Encoding::Gzip => {
-            let plain = gunzip(&buf, max, room, &mut held).await?;
-            drop(buf);
-            held.shrink_to(plain.len());
-            plain
-        }
-    };
-    Ok(BodyBytes { bytes, _held: held })
+    Ok(BodyBytes {
+        bytes: buf,
+        _held: held,
+    })
 }
 
 /// Append `data` to `buf` (at most `max` bytes), first holding room for
-/// `base` other bytes and all of `buf` with it.
+/// all of `buf` with it.
 async fn append(
     room: &BodyRoom,
     held: &mut Held,
-    (buf, base): (&mut Vec<u8>, usize),
+    buf: &mut Vec<u8>,
     data: &[u8],
     max: usize,
 ) -> Result<(), ApiError> {
     if buf.len() + data.len() > max {
         return Err(too_large(max));
     }
-    room.hold(held, base + buf.len() + data.len()).await?;
+    room.hold(held, buf.len() + data.len()).await?;
     buf.extend_from_slice(data);
     Ok(())
 }
 
-enum Encoding {
-    Identity,
-    Gzip,
-}
-
-/// The body's `Content-Encoding`: none or gzip (415 otherwise).
-fn content_encoding(headers: &HeaderMap) -> Result<Encoding, ApiError> {
+/// A `Content-Encoding` left on the request is one the decompression layer
+/// did not take (it removes the ones it decodes): 415.
+fn refuse_unknown_encoding(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(header::CONTENT_ENCODING) else {
-        return Ok(Encoding::Identity);
+        return Ok(());
     };
-    match value
-        .to_str()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "" | "identity" => Ok(Encoding::Identity),
-        "gzip" | "x-gzip" => Ok(Encoding::Gzip),
-        other => Err(ApiError::new(
-            Wrong::UnsupportedEncoding,
-            format!("Content-Encoding '{other}' is not accepted: use gzip or none"),
-        )
-        .with_header(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"))),
+    let coding = value.to_str().unwrap_or("").trim();
+    if coding.is_empty() || coding.eq_ignore_ascii_case("identity") {
+        return Ok(());
     }
-}
-
-/// Decompress at most `max` bytes, a step at a time, holding room for the
-/// compressed bytes and what they have decompressed to so far: a small body
-/// holds little, and a zip bomb is a 413 one step past the limit.
-async fn gunzip(
-    compressed: &[u8],
-    max: usize,
-    room: &BodyRoom,
-    held: &mut Held,
-) -> Result<Vec<u8>, ApiError> {
-    use std::io::Read;
-    let mut decoder = flate2::read::MultiGzDecoder::new(compressed);
-    let mut out = Vec::with_capacity(compressed.len().saturating_mul(4).min(CAPACITY_HINT));
-    let mut step = vec![0; GUNZIP_STEP];
-    loop {
-        let n = decoder.read(&mut step).map_err(|e| {
-            ApiError::new(
-                Wrong::UnreadableBody,
-                format!("the body is not valid gzip: {e}"),
-            )
-        })?;
-        if n == 0 {
-            return Ok(out);
-        }
-        append(room, held, (&mut out, compressed.len()), &step[..n], max).await?;
-    }
+    Err(ApiError::new(
+        Wrong::UnsupportedEncoding,
+        format!("Content-Encoding '{coding}' is not accepted: use one of {DECODED}, or none"),
+    )
+    .with_header(header::ACCEPT_ENCODING, HeaderValue::from_static(DECODED)))
 }
 
 /// Check that the body's media type is one of `accepted` (parameters allowed).

@@ -1,34 +1,27 @@
 //! What every request gets, whatever its handler does: an answer to a
 //! panic, and an end.
 
-use std::panic::AssertUnwindSafe;
+use std::any::Any;
 use std::time::Duration;
 
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures_util::FutureExt;
 
 use super::problem::{ApiError, Wrong};
 use crate::error::Error;
 
-/// A handler that panics gets a problem+json 500 (and the panic is logged)
-/// instead of a dropped connection.
-pub async fn catch_panic(request: Request, next: Next) -> Response {
-    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-    match AssertUnwindSafe(next.run(request)).catch_unwind().await {
-        Ok(response) => response,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            tracing::error!(%method, path, panic = what, "a request handler panicked");
-            // The panic's text stays in the log: it may describe internals.
-            ApiError::from(Error::failed()).into_response()
-        }
-    }
+/// The answer to a handler that panicked: a problem+json 500 instead of a
+/// dropped connection. The panic is logged; its text stays in the log, since
+/// it may describe internals.
+pub fn panicked(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(panic = what, "a request handler panicked");
+    ApiError::from(Error::failed()).into_response()
 }
 
 /// A request that takes longer than `deadline` (zero: no limit) is answered

@@ -17,9 +17,9 @@ use super::model::Feature;
 use super::problem::{ApiError, Problem, Wrong};
 use super::query_pairs;
 use super::representation::{
-    check_writable, client_keys, created, feature_response, item_allow, item_path,
-    options_response, precondition, precondition_failed, reading, set_preference_applied,
-    unknown_feature, Preferences, Return, FEATURE_TYPES, GEOJSON, PATCH_TYPES,
+    check_writable, created, feature_response, item_allow, item_path, options_response,
+    precondition, precondition_failed, reading, set_preference_applied, unknown_feature,
+    Preferences, Return, FEATURE_TYPES, GEOJSON, PATCH_TYPES,
 };
 use crate::auth::Caller;
 use crate::catalog::Collection;
@@ -27,7 +27,7 @@ use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{offered_crs, percent_encode, unknown_parameter};
-use crate::read::{self, StoredFeature};
+use crate::read::{self, plain_etag, StoredFeature};
 use crate::session::Mode;
 use crate::write::item::{self, Changed, Outcome};
 use crate::write::sql::ItemChange;
@@ -70,7 +70,7 @@ pub async fn get(
     let not_modified = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| none_match(t.trim(), &tag)));
+        .is_some_and(|v| v.split(',').any(|t| none_match(t.trim(), &stored.etag)));
     if not_modified {
         let mut response = StatusCode::NOT_MODIFIED.into_response();
         if let Ok(v) = HeaderValue::from_str(&tag) {
@@ -120,8 +120,9 @@ fn page(
 
 /// Whether one `If-None-Match` member matches the current `tag`: `*`, or the
 /// tag under weak comparison (RFC 9110 13.1.2), so `W/"x"` matches `"x"`.
-fn none_match(member: &str, tag: &str) -> bool {
-    member == "*" || member.strip_prefix("W/").unwrap_or(member) == tag
+fn none_match(member: &str, etag: &str) -> bool {
+    let member = member.strip_prefix("W/").unwrap_or(member);
+    member == "*" || plain_etag(member.trim_matches('"')) == etag
 }
 
 /// Validate a PUT or PATCH body; its `id`, if any, must be the URL's.
@@ -301,22 +302,26 @@ pub async fn put(
         Attempt::Replayed(response) => return Ok(response),
         Attempt::Made(made) => *made,
     };
-    let creates =
-        client_keys(&coll) && !headers.contains_key(header::IF_MATCH) && coll.could_be_key(&id);
-    let response = if matches!(outcome, Outcome::Missing) && creates {
-        let (columns, values) = (&parsed.columns, &parsed.values);
-        item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
-            .await
-            .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
-            .map(|stored| {
-                let preference = preferences.return_;
-                let mut response = created(&stored, preference, &base, &coll, &id, &crs);
-                set_preference_applied(&mut response, &preferences, true);
-                response
-            })
-    } else {
-        changed(outcome, &coll, &id, &base, &preferences, &crs)
-    };
+    let creates = coll.client_keys() && coll.could_be_key(&id);
+    let response =
+        if matches!(outcome, Outcome::Missing) && creates && headers.contains_key(header::IF_MATCH)
+        {
+            // If-Match names a current representation, and there is none (RFC 9110 13.1.1).
+            Err(precondition_failed(&id))
+        } else if matches!(outcome, Outcome::Missing) && creates {
+            let (columns, values) = (&parsed.columns, &parsed.values);
+            item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
+                .await
+                .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
+                .map(|stored| {
+                    let preference = preferences.return_;
+                    let mut response = created(&stored, preference, &base, &coll, &id, &crs);
+                    set_preference_applied(&mut response, &preferences, true);
+                    response
+                })
+        } else {
+            changed(outcome, &coll, &id, &base, &preferences, &crs)
+        };
     answer_keyed(keyed, response).await
 }
 

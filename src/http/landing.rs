@@ -13,12 +13,12 @@ use super::model::{Conformance, LandingPage};
 use super::problem::{ApiError, Problem};
 
 /// The conformance classes this service implements. Part 4's classes are
-/// listed under both URI families clients look for.
+/// listed under both URI families clients look for. Not `oas30`: the
+/// OpenAPI document is 3.1.
 pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/core",
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/geojson",
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/html",
-    "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/oas30",
     "http://www.opengis.net/spec/ogcapi-features-2/1.0/conf/crs",
     "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/create-replace-delete",
     "http://www.opengis.net/spec/ogcapi-features-4/1.0/conf/update",

@@ -6,6 +6,8 @@ pub mod app;
 pub mod body;
 pub mod caller;
 pub mod collections;
+pub mod cors;
+pub mod encoding;
 pub mod guard;
 pub mod health;
 pub mod html;

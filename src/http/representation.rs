@@ -13,7 +13,7 @@ use crate::catalog::Collection;
 use crate::feature::{InputLimits, Reading};
 use crate::geometry::Crs;
 use crate::read::params::{offered_crs, percent_encode};
-use crate::read::StoredFeature;
+use crate::read::{plain_etag, StoredFeature};
 use crate::write::item::Precondition;
 
 /// GeoJSON's media type.
@@ -80,14 +80,6 @@ pub fn options_response(
         h.insert(name, HeaderValue::from_static(value));
     }
     response
-}
-
-/// Whether clients choose keys: the key column has no default, so PUT may create.
-pub fn client_keys(coll: &Collection) -> bool {
-    coll.primary_key.is_some_and(|pk| {
-        let key = &coll.columns[pk];
-        !key.has_default() && !key.generated && !coll.before_insert_trigger
-    })
 }
 
 /// The path of a feature.
@@ -282,15 +274,22 @@ pub fn set_preference_applied(
     }
 }
 
-/// `If-Match` and `If-Unmodified-Since` of a request to change a feature of
-/// `coll`; 428 when the collection requires one and there is none.
-pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Precondition, ApiError> {
-    let tags: Vec<String> = headers
-        .get_all(header::IF_MATCH)
-        .iter()
+/// The members of every `name` header (a list of entity tags), trimmed.
+fn tags_in(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(name)
+        .into_iter()
         .flat_map(|v| v.to_str().unwrap_or("").split(','))
-        .map(|t| t.trim().trim_matches('"').to_owned())
+        .map(str::trim)
         .filter(|t| !t.is_empty())
+}
+
+/// `If-Match`, `If-Unmodified-Since` and `If-None-Match` of a request to
+/// change a feature of `coll`; 428 when the collection requires one of the
+/// first two (or `If-None-Match: *`) and there is none.
+pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Precondition, ApiError> {
+    let tags: Vec<String> = tags_in(headers, header::IF_MATCH)
+        .map(|t| plain_etag(t.trim_matches('"')).to_owned())
         .collect();
     let if_match = headers.contains_key(header::IF_MATCH).then_some(tags);
     // An invalid date is ignored, and so is the date when If-Match is given
@@ -300,9 +299,15 @@ pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Preconditi
         .filter(|_| if_match.is_none())
         .and_then(|v| DateTime::parse_from_rfc2822(v.to_str().ok()?).ok())
         .map(|d| d.with_timezone(&Utc));
-    let only_create = headers
-        .get(header::IF_NONE_MATCH)
-        .is_some_and(|v| v.to_str().is_ok_and(|v| v.trim() == "*"));
+    let if_none_match = headers.contains_key(header::IF_NONE_MATCH).then(|| {
+        tags_in(headers, header::IF_NONE_MATCH)
+            .map(|t| t.strip_prefix("W/").unwrap_or(t).trim_matches('"'))
+            .map(|t| plain_etag(t).to_owned())
+            .collect()
+    });
+    let only_create = if_none_match
+        .as_ref()
+        .is_some_and(|t: &Vec<String>| t == &["*"]);
     if coll.precondition_required
         && if_match.is_none()
         && if_unmodified_since.is_none()
@@ -320,7 +325,7 @@ pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Preconditi
     Ok(Precondition {
         if_match,
         if_unmodified_since,
-        only_create,
+        if_none_match,
     })
 }
 

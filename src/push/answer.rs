@@ -28,6 +28,10 @@ pub struct Outcome {
     /// Every later batch would be refused the same way (no such collection,
     /// no right to write, batches too large, the service unavailable): stop.
     pub stop: bool,
+    /// Bytes of the batch's GeoJSON the service answered for (0 when not sent).
+    pub geojson_bytes: usize,
+    /// Bytes of its body as the service received it (compressed or not).
+    pub sent_bytes: usize,
 }
 
 /// A problem with one feature.
@@ -243,6 +247,7 @@ mod tests {
             replayed,
             body: body.to_string().into(),
             retry_after: None,
+            sent: 0,
         }
     }
 
@@ -317,6 +322,7 @@ mod tests {
             replayed: false,
             body: "<html>bad gateway</html>".into(),
             retry_after: None,
+            sent: 0,
         };
         let o = read(&r, 0, 5);
         assert!(o.stop);

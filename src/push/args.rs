@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use crate::units::parse_bytes;
+use crate::units::{parse_bytes, parse_switch};
 
 /// Settings of `featurepipe push`.
 #[derive(Debug, Clone, Args)]
@@ -13,9 +13,15 @@ pub struct PushArgs {
     /// The collection to write to.
     #[arg(long, short)]
     pub collection: String,
-    /// The featurepipe service (http only).
+    /// The featurepipe service: http:// or https://.
     #[arg(long, env = "FEATUREPIPE_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
+    /// PEM file of the CAs to trust for an https:// --url, instead of the system's.
+    #[arg(long, env = "FEATUREPIPE_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Send batches gzip-compressed (`on`, until the service refuses gzip) or not (`off`).
+    #[arg(long, default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
+    pub gzip: bool,
     /// Features per request.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch: u32,
@@ -71,6 +77,9 @@ mod tests {
         assert_eq!(p.url, "http://127.0.0.1:8080");
         assert_eq!((p.batch, p.batch_bytes, p.retries), (1000, 16 << 20, 5));
         assert_eq!(p.mode, Mode::Atomic);
+        assert!(p.gzip && p.ca_file.is_none());
+        let off = Wrapper::parse_from(["push", "-", "-c", "c", "--gzip", "off"]).push;
+        assert!(!off.gzip);
         assert!(Wrapper::try_parse_from(["push", "-", "-c", "c", "--mode", "all"]).is_err());
     }
 }

@@ -40,6 +40,9 @@ pub struct Batch {
     pub count: usize,
     /// The FeatureCollection to send.
     pub body: Vec<u8>,
+    /// The same gzip-compressed, when push compresses (the reading thread
+    /// does, after gathering).
+    pub gzip: Option<Vec<u8>>,
     /// Its Idempotency-Key.
     pub key: String,
     /// Input bytes read up to its last feature.
@@ -134,6 +137,7 @@ impl<R: BufRead> Batches<R> {
             count,
             key: self.key(&body),
             body,
+            gzip: None,
             end: end.unwrap_or_else(|| self.splitter.offset()),
             broken,
         };

@@ -1,20 +1,26 @@
-//! Sending batches to the service: HTTP/1.1 on kept-alive connections, and
-//! the same request again, with the same Idempotency-Key, when the network
-//! or the service says to try later.
+//! Sending batches to the service: HTTP/1.1 on kept-alive connections,
+//! over TLS for an https:// service, bodies gzip-compressed while the
+//! service takes them so, and the same request again, with the same
+//! Idempotency-Key, when the network or the service says to try later.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode, Uri};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
-use super::args::Mode;
+use super::args::PushArgs;
+use super::gzip::Gzip;
+use super::tls::{self, Roots};
+use crate::trust;
 
 /// How long one attempt may take, answer included: longer than the service's
 /// own limits (upload and statement timeouts), so that it is only a safety net.
@@ -37,6 +43,16 @@ pub struct Reply {
     pub body: Bytes,
     /// How long `Retry-After` asks to wait (in seconds, the form featurepipe sends).
     pub retry_after: Option<Duration>,
+    /// Bytes of the request body it answers, as sent (compressed or not).
+    pub sent: usize,
+}
+
+/// A batch's body, and the same gzip-compressed when push compresses.
+pub struct Body {
+    /// The FeatureCollection.
+    pub plain: Bytes,
+    /// It, gzip-compressed.
+    pub gzip: Option<Bytes>,
 }
 
 /// The service could not be reached, or did not answer.
@@ -46,44 +62,39 @@ pub struct Unreachable(String);
 
 /// A running featurepipe service's items endpoint for one collection.
 pub struct Service {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     uri: Uri,
     credential: Option<HeaderValue>,
     retries: u32,
+    /// What an https:// service's certificate must be signed by.
+    roots: Roots,
+    gzip: Arc<Gzip>,
 }
 
 impl Service {
-    /// The items of `collection` at the service at `url` (http only), written
-    /// in `mode`, with an API key or JWT if given; failed attempts are
-    /// retried up to `retries` times.
-    pub fn new(
-        url: &str,
-        collection: &str,
-        mode: Mode,
-        credential: Option<&str>,
-        retries: u32,
-    ) -> Result<Self, String> {
-        if url.starts_with("https://") {
+    /// The items of `args.collection` at the service at `args.url`, written
+    /// in `args.mode`, with the API key or JWT if given; failed attempts are
+    /// retried up to `args.retries` times. Bodies are compressed as `gzip` says.
+    pub fn new(args: &PushArgs, gzip: Arc<Gzip>) -> Result<Self, String> {
+        let url = args.url.as_str();
+        let https = url.starts_with("https://");
+        if !https && !url.starts_with("http://") {
             return Err(format!(
-                "--url {url}: featurepipe push speaks plain http:// (no TLS); \
-                 run it where it reaches the service over http"
-            ));
-        }
-        if !url.starts_with("http://") {
-            return Err(format!(
-                "--url {url}: a URL starting with http:// is needed"
+                "--url {url}: a URL starting with http:// or https:// is needed"
             ));
         }
         let target = format!(
             "{}/collections/{}/items?mode={}",
             url.trim_end_matches('/'),
-            utf8_percent_encode(collection, NON_ALPHANUMERIC),
-            mode.name()
+            utf8_percent_encode(&args.collection, NON_ALPHANUMERIC),
+            args.mode.name()
         );
         let uri = target
             .parse()
             .map_err(|e| format!("--url {url} is not a URL: {e}"))?;
-        let credential = credential
+        let credential = args
+            .api_key
+            .as_deref()
             .map(|key| {
                 let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
                     .map_err(|_| "the API key has characters an HTTP header cannot carry")?;
@@ -91,14 +102,31 @@ impl Service {
                 Ok::<_, String>(value)
             })
             .transpose()?;
+        let roots = args.ca_file.clone().map_or(Roots::System, Roots::File);
         let mut connector = HttpConnector::new();
+        // The TLS layer above it takes https:// URLs.
+        connector.enforce_http(false);
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let connector = if https {
+            HttpsConnectorBuilder::new()
+                .with_tls_config(roots.client_config()?)
+                .https_only()
+        } else {
+            // Certificates are neither loaded nor needed.
+            HttpsConnectorBuilder::new()
+                .with_tls_config(tls::plain_config()?)
+                .https_or_http()
+        }
+        .enable_http1()
+        .wrap_connector(connector);
         Ok(Service {
             client: Client::builder(TokioExecutor::new()).build(connector),
             uri,
             credential,
-            retries,
+            retries: args.retries,
+            roots,
+            gzip,
         })
     }
 
@@ -107,19 +135,35 @@ impl Service {
         &self.uri
     }
 
-    /// POST `body`, under `key` if given. Retried with pauses growing from
-    /// half a second (or as `Retry-After` says): a refused connection, and
-    /// with a key also a lost answer, 408, 429, 502, 503, 504 and the 409 of
-    /// a key whose first request is still running. Without a key only what
-    /// certainly was not sent is retried: sending it again could write it twice.
-    pub async fn send(&self, body: Bytes, key: Option<&str>) -> Result<Reply, Unreachable> {
+    /// POST `body`, under `key` if given: gzip-compressed while the service
+    /// takes that, and the same body uncompressed, at once, when it answers
+    /// 415 to gzip. Retried with pauses growing from half a second (or as
+    /// `Retry-After` says): a refused connection, and with a key also a
+    /// lost answer, 408, 429, 502, 503, 504 and the 409 of a key whose
+    /// first request is still running. Without a key only what certainly
+    /// was not sent is retried: sending it again could write it twice. A
+    /// certificate push refuses is not retried: it would be refused again.
+    pub async fn send(&self, body: &Body, key: Option<&str>) -> Result<Reply, Unreachable> {
         let mut pause = FIRST_PAUSE;
         let mut attempt = 0;
         loop {
-            let outcome = self.attempt(body.clone(), key).await;
+            let gzip = body.gzip.as_ref().filter(|_| self.gzip.on());
+            let outcome = self
+                .attempt(gzip.unwrap_or(&body.plain).clone(), gzip.is_some(), key)
+                .await;
+            if gzip.is_some()
+                && matches!(&outcome, Ok(r) if r.status == StatusCode::UNSUPPORTED_MEDIA_TYPE)
+            {
+                // The service (or a proxy before it) takes no gzip body, and
+                // so wrote nothing: this batch and the rest go uncompressed.
+                // The key stays: the service hashes the body uncompressed.
+                self.gzip.refuse();
+                continue;
+            }
             let wait = match &outcome {
                 Ok(reply) if key.is_some() => try_later(reply),
                 Ok(_) => None,
+                Err(failure) if failure.lasting => None,
                 Err(failure) if key.is_some() || !failure.maybe_sent => Some(Duration::ZERO),
                 Err(_) => None,
             };
@@ -134,12 +178,17 @@ impl Service {
         }
     }
 
-    async fn attempt(&self, body: Bytes, key: Option<&str>) -> Result<Reply, Failure> {
+    /// POST `body` once (`gzip`: it is gzip-compressed).
+    async fn attempt(&self, body: Bytes, gzip: bool, key: Option<&str>) -> Result<Reply, Failure> {
+        let sent = body.len();
         let mut request = Request::post(self.uri.clone())
             .header(header::CONTENT_TYPE, "application/geo+json")
             .body(Full::new(body))
-            .map_err(|e| Failure::unsent(format!("cannot make the request: {e}")))?;
+            .map_err(|e| Failure::unmade(format!("cannot make the request: {e}")))?;
         let headers = request.headers_mut();
+        if gzip {
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
         if let Some(credential) = &self.credential {
             headers.insert(header::AUTHORIZATION, credential.clone());
         }
@@ -147,9 +196,20 @@ impl Service {
             headers.insert("idempotency-key", key);
         }
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| Failure {
-                maybe_sent: !e.is_connect(),
-                message: format!("cannot reach {}: {}", self.uri, causes(&e)),
+            let response = self.client.request(request).await.map_err(|e| {
+                let uri = self.uri.to_string();
+                match tls::explain(&e, &uri, &self.roots) {
+                    Some(message) => Failure {
+                        maybe_sent: false,
+                        lasting: true,
+                        message,
+                    },
+                    None => Failure {
+                        maybe_sent: !e.is_connect(),
+                        lasting: false,
+                        message: format!("cannot reach {uri}: {}", causes(&e)),
+                    },
+                }
             })?;
             let status = response.status();
             let replayed = response
@@ -163,6 +223,7 @@ impl Service {
                 .map(Duration::from_secs);
             let body = response.into_body().collect().await.map_err(|e| Failure {
                 maybe_sent: true,
+                lasting: false,
                 message: format!("the answer from {} broke off: {}", self.uri, causes(&e)),
             })?;
             Ok(Reply {
@@ -170,6 +231,7 @@ impl Service {
                 replayed,
                 body: body.to_bytes(),
                 retry_after,
+                sent,
             })
         };
         tokio::time::timeout(ATTEMPT_TIMEOUT, exchange)
@@ -177,6 +239,7 @@ impl Service {
             .unwrap_or_else(|_| {
                 Err(Failure {
                     maybe_sent: true,
+                    lasting: false,
                     message: format!("no answer from {} within {ATTEMPT_TIMEOUT:?}", self.uri),
                 })
             })
@@ -187,13 +250,17 @@ impl Service {
 struct Failure {
     /// The request may have reached the service.
     maybe_sent: bool,
+    /// Sending it again would fail the same way (a certificate push refuses).
+    lasting: bool,
     message: String,
 }
 
 impl Failure {
-    fn unsent(message: String) -> Self {
+    /// A request that could not be made (and never will be).
+    fn unmade(message: String) -> Self {
         Failure {
             maybe_sent: false,
+            lasting: true,
             message,
         }
     }
@@ -212,13 +279,7 @@ fn try_later(reply: &Reply) -> Option<Duration> {
 }
 
 /// An error with its causes, which say what happened ("Connection refused").
-fn causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let causes: Vec<String> = trust::causes(e).map(|c| c.to_string()).collect();
+    causes.join(": ")
 }

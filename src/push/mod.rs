@@ -4,18 +4,22 @@
 //! command again after a failure writes only what was not written.
 //!
 //! The input is read on a thread of its own, at most one batch ahead of the
-//! one being sent: memory holds about three batches, whatever the input's size.
+//! one being sent, and each batch is gzip-compressed there: memory holds
+//! about three batches, whatever the input's size.
 
 mod answer;
 pub mod args;
 mod batches;
+mod gzip;
 mod http;
 mod progress;
 mod split;
 mod summary;
+mod tls;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -23,7 +27,8 @@ use bytes::Bytes;
 use answer::Outcome;
 use args::{Mode, PushArgs};
 use batches::{Batch, Batches, Limits};
-use http::Service;
+use gzip::Gzip;
+use http::{Body, Service};
 use progress::Progress;
 use summary::Tally;
 
@@ -42,13 +47,14 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
         features: args.batch as usize,
         bytes: args.batch_bytes,
     };
-    let service = Service::new(
-        &args.url,
-        &args.collection,
-        args.mode,
-        args.api_key.as_deref(),
-        args.retries,
-    )?;
+    let gzip = Arc::new(Gzip::new(args.gzip));
+    let service = Service::new(&args, gzip.clone())?;
+    if args.ca_file.is_some() && !args.url.starts_with("https://") {
+        eprintln!(
+            "featurepipe push: --ca-file (FEATUREPIPE_CA_FILE) is not used: --url {} is not https://",
+            args.url
+        );
+    }
     let (input, size) = open(&args.file)?;
     // The service takes no key in batch mode: its batches commit one by one.
     let keyed = args.mode != Mode::Batch;
@@ -60,8 +66,15 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     let scope = format!("{}\0{}", args.collection, args.mode.name());
     let (batches, mut next) = tokio::sync::mpsc::channel(1);
+    let compressing = gzip.clone();
     std::thread::spawn(move || {
-        for batch in Batches::new(input, limits, scope) {
+        for mut batch in Batches::new(input, limits, scope) {
+            // A batch with features that are not JSON is not sent.
+            if let Ok(batch) = &mut batch {
+                if batch.broken.is_empty() {
+                    batch.gzip = compressing.compress(&batch.body);
+                }
+            }
             let last = batch.is_err();
             // A closed channel: the push stopped, nothing more is wanted.
             if batches.blocking_send(batch).is_err() || last {
@@ -100,7 +113,11 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
     progress.finish();
     eprint!(
         "{}",
-        tally.render(&service.uri().to_string(), started.elapsed())
+        tally.render(
+            &service.uri().to_string(),
+            gzip.described(),
+            started.elapsed()
+        )
     );
     if tally.complete() {
         return Ok(());
@@ -126,12 +143,19 @@ fn rerun(mode: Mode) -> &'static str {
     }
 }
 
-/// Send `batch` (its body is taken), with its key if `keyed`, and read the answer.
+/// Send `batch` (its bodies are taken), with its key if `keyed`, and read the answer.
 async fn send(service: &Service, batch: &mut Batch, keyed: bool) -> Outcome {
-    let body = Bytes::from(std::mem::take(&mut batch.body));
+    let body = Body {
+        plain: Bytes::from(std::mem::take(&mut batch.body)),
+        gzip: batch.gzip.take().map(Bytes::from),
+    };
     let key = keyed.then_some(batch.key.as_str());
-    match service.send(body, key).await {
-        Ok(reply) => answer::read(&reply, batch.first_feature, batch.count),
+    match service.send(&body, key).await {
+        Ok(reply) => Outcome {
+            geojson_bytes: body.plain.len(),
+            sent_bytes: reply.sent,
+            ..answer::read(&reply, batch.first_feature, batch.count)
+        },
         Err(unreachable) => Outcome {
             failed: batch.count,
             problem: Some(unreachable.to_string()),

@@ -24,6 +24,10 @@ pub struct Tally {
     written: u64,
     replayed: u64,
     failed: u64,
+    /// Bytes of GeoJSON the service answered for.
+    geojson_bytes: u64,
+    /// Bytes of request bodies as they were sent (compressed or not).
+    sent_bytes: u64,
     /// The first failed batches, described.
     failures: Vec<String>,
     /// Why the push ended before the end of the input.
@@ -38,6 +42,8 @@ impl Tally {
         self.written += outcome.written as u64;
         self.replayed += outcome.replayed as u64;
         self.failed += outcome.failed as u64;
+        self.geojson_bytes += outcome.geojson_bytes as u64;
+        self.sent_bytes += outcome.sent_bytes as u64;
         if outcome.replayed > 0 {
             self.replayed_batches += 1;
         }
@@ -68,8 +74,9 @@ impl Tally {
         self.failed == 0 && self.stopped.is_none()
     }
 
-    /// The summary: counts, rate, the failed batches and why the push stopped.
-    pub fn render(&self, target: &str, elapsed: Duration) -> String {
+    /// The summary: counts, bytes sent (`encoding` says how), rate, the
+    /// failed batches and why the push stopped.
+    pub fn render(&self, target: &str, encoding: &str, elapsed: Duration) -> String {
         let mut s = String::new();
         let secs = elapsed.as_secs_f64();
         let rate = self.answered() as f64 / secs.max(1e-3);
@@ -84,6 +91,14 @@ impl Tally {
             "  features: {} read, {} written, {} replayed, {} not written",
             self.read, self.written, self.replayed, self.failed
         );
+        if self.geojson_bytes > 0 {
+            let _ = writeln!(
+                s,
+                "  sent:     {} of GeoJSON as {} ({encoding})",
+                size(self.geojson_bytes),
+                size(self.sent_bytes)
+            );
+        }
         let _ = writeln!(s, "  time:     {secs:.1} s, {rate:.0} features sent/s");
         for failure in &self.failures {
             s.push_str(failure);
@@ -96,6 +111,15 @@ impl Tally {
             let _ = writeln!(s, "  stopped:  {why}");
         }
         s
+    }
+}
+
+/// `bytes` in KiB or MiB, to one decimal.
+fn size(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
+        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
     }
 }
 

@@ -28,6 +28,16 @@ pub struct StoredFeature {
     pub last_modified: Option<DateTime<Utc>>,
 }
 
+/// The feature's own entity tag in `tag`: one that names a content coding
+/// (`<tag>-gzip`, `-br`, `-zstd`, as compressed answers send it) names the
+/// same stored feature.
+pub fn plain_etag(tag: &str) -> &str {
+    ["-gzip", "-br", "-zstd"]
+        .into_iter()
+        .find_map(|coding| tag.strip_suffix(coding))
+        .unwrap_or(tag)
+}
+
 impl From<tokio_postgres::Row> for StoredFeature {
     fn from(row: tokio_postgres::Row) -> Self {
         StoredFeature {

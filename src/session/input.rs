@@ -10,6 +10,7 @@ use crate::auth::Caller;
 use crate::catalog::Catalog;
 use crate::error::{Error, ErrorKind, FieldError, MAX_LISTED_ERRORS};
 use crate::feature::{parse_body, parse_item, InputLimits, ItemBody, Purpose, Reading, MALFORMED};
+use crate::read::plain_etag;
 
 #[derive(Deserialize)]
 struct Body<'a> {
@@ -232,7 +233,7 @@ fn read(
     let if_match = op
         .if_match
         .as_ref()
-        .map(|t| vec![t.trim().trim_matches('"').to_owned()]);
+        .map(|t| vec![plain_etag(t.trim().trim_matches('"')).to_owned()]);
     if coll.precondition_required && kind != Op::Insert && if_match.is_none() {
         return Err(field(
             at,

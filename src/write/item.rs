@@ -24,15 +24,32 @@ use crate::feature::value::SqlValue;
 use crate::geometry::Crs;
 use crate::read::StoredFeature;
 
-/// `If-Match` and `If-Unmodified-Since`, as given.
+/// `If-Match`, `If-Unmodified-Since` and `If-None-Match`, as given.
 #[derive(Debug, Default, Clone)]
 pub struct Precondition {
-    /// Entity tags without quotes (`*` for any); `None` when not given.
+    /// `If-Match`: entity tags without quotes (`*` for any); `None` when not given.
     pub if_match: Option<Vec<String>>,
     /// Compared with the last-modified column, to the second.
     pub if_unmodified_since: Option<DateTime<Utc>>,
-    /// `If-None-Match: *`: only if there is no such feature yet (PUT creating).
-    pub only_create: bool,
+    /// `If-None-Match`: entity tags without quotes (`*` for any); `None` when not given.
+    pub if_none_match: Option<Vec<String>>,
+}
+
+impl Precondition {
+    /// The tags as the change statement takes them (its `$2`): `If-Match`'s
+    /// as they are, `If-None-Match`'s marked with `!` (no tag starts with one).
+    fn tags(&self) -> Option<Vec<String>> {
+        if self.if_match.is_none() && self.if_none_match.is_none() {
+            return None;
+        }
+        let mut tags = self.if_match.clone().unwrap_or_default();
+        if self.if_match.as_ref().is_some_and(Vec::is_empty) {
+            // If-Match that names no tag matches nothing.
+            tags.push(String::new());
+        }
+        tags.extend(self.if_none_match.iter().flatten().map(|t| format!("!{t}")));
+        Some(tags)
+    }
 }
 
 /// What happened to the feature.
@@ -120,12 +137,8 @@ pub async fn change(
             keyed: None,
         });
     }
-    // If-None-Match: * matches no existing feature: an empty tag list.
-    let if_match = match pre.only_create {
-        true => Some(Vec::new()),
-        false => pre.if_match.clone(),
-    };
-    let leading: [&(dyn ToSql + Sync); 3] = [&id, &if_match, &pre.if_unmodified_since];
+    let tags = pre.tags();
+    let leading: [&(dyn ToSql + Sync); 3] = [&id, &tags, &pre.if_unmodified_since];
     let sql = change_item(coll, change, crs);
     let (row, keyed) = match key {
         Some(idem) => {
@@ -138,8 +151,8 @@ pub async fn change(
     let held: Option<bool> = row.get(1);
     let done: Option<bool> = row.get(2);
     let outcome = match (existed, held, done) {
-        // If-Match names a current representation; there is none (RFC 9110 13.1.1).
-        (false, ..) if pre.if_match.is_some() && !pre.only_create => Outcome::PreconditionFailed,
+        // Preconditions are evaluated only when the request would otherwise
+        // succeed (RFC 9110 13.2.1): a missing feature is missing.
         (false, ..) => Outcome::Missing,
         (true, Some(false) | None, _) => Outcome::PreconditionFailed,
         (true, Some(true), None) => Outcome::SkippedByTrigger,

@@ -110,6 +110,14 @@ pub fn change_item(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> Stri
     )
 }
 
+/// Whether the entity tags `$2` hold for the current row `cur`: none given;
+/// or If-Match's (plain) include its tag or `*`, or there are none, and
+/// If-None-Match's (marked `!`) include neither its tag nor `*`.
+const TAGS_HOLD: &str = "($2::text[] IS NULL OR ( \
+     (cur.etag = ANY($2::text[]) OR '*' = ANY($2::text[]) \
+      OR NOT EXISTS (SELECT FROM unnest($2::text[]) AS given(tag) WHERE given.tag NOT LIKE '!%')) \
+     AND NOT ('!' || cur.etag = ANY($2::text[]) OR '!*' = ANY($2::text[]))))";
+
 /// True, or an error when a key matched more than one row (a table whose
 /// children share keys): the statement fails rather than change several.
 const ONE_ROW: &str = "(SELECT CASE WHEN count(*) > 1 \
@@ -183,7 +191,7 @@ fn change_item_then(coll: &Collection, change: ItemChange<'_>, crs: &Crs, answer
     };
     format!(
         "WITH cur AS (SELECT md5(t::text) AS etag, {last_modified} AS lm FROM {table} AS t WHERE {key} FOR UPDATE), \
-         ok AS (SELECT FROM cur WHERE ($2::text[] IS NULL OR cur.etag = ANY($2::text[]) OR '*' = ANY($2::text[])) \
+         ok AS (SELECT FROM cur WHERE {TAGS_HOLD} \
                 AND ($3::timestamptz IS NULL OR cur.lm IS NULL OR date_trunc('second', cur.lm) <= $3)), \
          done AS ({done}) {answer}"
     )

@@ -515,7 +515,8 @@ async fn preconditions_follow_rfc_9110() {
         )
         .await;
     assert_eq!(r.status, 204, "{r:?}");
-    // If-Match on a feature that does not exist: 412, not 404.
+    // If-Match on a feature that does not exist: 404, since preconditions
+    // are looked at only when the request would otherwise succeed (13.2.1).
     let r = app
         .send(
             "DELETE",
@@ -524,7 +525,7 @@ async fn preconditions_follow_rfc_9110() {
             None,
         )
         .await;
-    assert_eq!(r.status, 412, "{r:?}");
+    assert_eq!(r.status, 404, "{r:?}");
     // If-None-Match: * creates only.
     let create_only = [GEOJSON, ("if-none-match", "*")];
     let f = body(point(1.0, 1.0, json!({"label": "x"})));

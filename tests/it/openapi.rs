@@ -78,3 +78,12 @@ async fn documentation_page_works_offline() {
         assert!(r.body.as_str().unwrap().len() > 10_000, "{asset}");
     }
 }
+
+#[tokio::test]
+async fn the_conformance_declaration_claims_no_openapi_3_0() {
+    let doc: Value = serde_json::from_str(featurepipe::http::openapi::document_json()).unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    let app = TestApp::new("").await;
+    let classes = app.get("/conformance").await.body["conformsTo"].to_string();
+    assert!(!classes.contains("oas30"), "{classes}");
+}

@@ -4,11 +4,23 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{header, Request, Response};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
 use crate::support::{point, settings_file, Served, TestApp};
+use crate::tls::Ca;
 
 /// `id` has no default: each feature's `id` member is its key.
 const KEYED: &str = "CREATE TABLE pts (id int PRIMARY KEY, n int, geom geometry(Point, 4326))";
@@ -79,6 +91,8 @@ fn push(
         .args(args)
         .env_remove("FEATUREPIPE_URL")
         .env_remove("FEATUREPIPE_API_KEY")
+        .env_remove("FEATUREPIPE_CA_FILE")
+        .env_remove("SSL_CERT_DIR")
         .envs(env.iter().copied())
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -337,5 +351,254 @@ async fn a_lost_answer_is_sent_again_with_the_same_key_and_written_once() {
     );
     assert_eq!(count(&app, "SELECT count(DISTINCT id) FROM pts").await, 300);
     assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 300);
+    std::fs::remove_file(file).unwrap();
+}
+
+/// A front for a service, as deployments have one: it terminates TLS when
+/// given a certificate, passes each request on and notes its
+/// `Content-Encoding`. One that `refuses_gzip` answers a gzip body 415, as a
+/// service that takes no gzip does, and writes nothing for it.
+struct Front {
+    /// `https://localhost:port` with TLS, `http://127.0.0.1:port` without.
+    url: String,
+    /// The `Content-Encoding` of each request it got, in order ("" for none).
+    encodings: Arc<Mutex<Vec<String>>>,
+}
+
+/// The certificate (chain) and key a TLS front presents, PEM.
+type Presented = (String, String);
+
+impl Front {
+    async fn start(service: &Served, tls: Option<Presented>, refuses_gzip: bool) -> Front {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let url = match tls {
+            Some(_) => format!("https://localhost:{port}"),
+            None => format!("http://127.0.0.1:{port}"),
+        };
+        let acceptor = tls.map(|(cert, key)| {
+            let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let config = rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .unwrap();
+            tokio_rustls::TlsAcceptor::from(Arc::new(config))
+        });
+        let encodings = Arc::new(Mutex::new(Vec::new()));
+        let pass = Pass {
+            upstream: service.url.clone(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            encodings: encodings.clone(),
+            refuses_gzip,
+        };
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, pass) = (acceptor.clone(), pass.clone());
+                tokio::spawn(async move {
+                    let serve = hyper::server::conn::http1::Builder::new();
+                    let service = service_fn(move |request| pass.clone().on(request));
+                    // A client that refuses the certificate hangs up during the handshake.
+                    let _ = match acceptor {
+                        Some(acceptor) => match acceptor.accept(tcp).await {
+                            Ok(tls) => serve.serve_connection(TokioIo::new(tls), service).await,
+                            Err(_) => return,
+                        },
+                        None => serve.serve_connection(TokioIo::new(tcp), service).await,
+                    };
+                });
+            }
+        });
+        Front { url, encodings }
+    }
+
+    /// The `Content-Encoding` of each request so far.
+    fn encodings(&self) -> Vec<String> {
+        self.encodings.lock().unwrap().clone()
+    }
+}
+
+/// What a front does with one request.
+#[derive(Clone)]
+struct Pass {
+    /// `http://127.0.0.1:port` of the service.
+    upstream: String,
+    client: Client<HttpConnector, Incoming>,
+    encodings: Arc<Mutex<Vec<String>>>,
+    refuses_gzip: bool,
+}
+
+impl Pass {
+    async fn on(self, mut request: Request<Incoming>) -> Result<Response<Full<Bytes>>, String> {
+        let encoding = request
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .map_or("", |v| v.to_str().unwrap())
+            .to_owned();
+        self.encodings.lock().unwrap().push(encoding.clone());
+        if self.refuses_gzip && encoding == "gzip" {
+            let problem = json!({
+                "type": "urn:featurepipe:problem:unsupported-encoding",
+                "status": 415,
+                "detail": "Content-Encoding 'gzip' is not accepted: send the body uncompressed",
+            });
+            let response = Response::builder()
+                .status(415)
+                .header(header::CONTENT_TYPE, "application/problem+json")
+                .body(Full::new(Bytes::from(problem.to_string())));
+            return response.map_err(|e| e.to_string());
+        }
+        let target = request.uri().path_and_query().unwrap().as_str();
+        *request.uri_mut() = format!("{}{target}", self.upstream).parse().unwrap();
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?;
+        Ok(Response::from_parts(parts, Full::new(body.to_bytes())))
+    }
+}
+
+/// A scratch file holding `text`, removed when dropped.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(name: &str, text: &str) -> TempFile {
+        let path =
+            std::env::temp_dir().join(format!("featurepipe-push-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        std::fs::remove_file(&self.0).ok();
+    }
+}
+
+#[tokio::test]
+async fn over_https_with_the_ca_file_every_feature_lands_gzip_compressed() {
+    let app = TestApp::new(KEYED).await;
+    let served = Served::start(&app).await;
+    let ca = Ca::new("featurepipe push test CA");
+    let front = Front::start(&served, Some(ca.sign("localhost", &["localhost"])), false).await;
+    let ca_file = TempFile::new("ca.pem", &ca.pem());
+    // What the system trusts here: a CA that signed nothing of this test.
+    let other_ca = TempFile::new("other-ca.pem", &Ca::new("someone else's CA").pem());
+    let system = [("SSL_CERT_FILE", other_ca.path())];
+    let file = collection_file("https", 1000, true);
+    let args = to_pts(&file, &front.url, "250");
+
+    // The system's roots do not trust the front's certificate: refused at
+    // once (not retried), nothing sent, nothing written.
+    let items = format!("{}/collections/pts/items?mode=atomic", front.url);
+    push(&args, &system, None).await.says(
+        false,
+        &[
+            &format!("cannot reach {items}: the certificate it presents is not trusted"),
+            "no CA in the system's root certificates signed it",
+            "--ca-file (or FEATUREPIPE_CA_FILE)",
+            "stopped:  after batch 0",
+        ],
+    );
+    // Another CA file than the one that signed it is no better.
+    let with_other = [args.as_slice(), &["--ca-file", other_ca.path()]].concat();
+    push(&with_other, &[], None).await.says(
+        false,
+        &[&format!(
+            "not trusted: no CA in --ca-file {} signed it",
+            other_ca.path()
+        )],
+    );
+    assert!(front.encodings().is_empty());
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 0);
+
+    // With the CA that signed it: every batch over TLS, gzip-compressed.
+    let with_ca = [args.as_slice(), &["--ca-file", ca_file.path()]].concat();
+    push(&with_ca, &system, None).await.says(
+        true,
+        &[
+            "1000 read, 1000 written, 0 replayed, 0 not written",
+            "(gzip)",
+        ],
+    );
+    assert_eq!(front.encodings(), ["gzip"; 4]);
+    let sql = "SELECT count(DISTINCT id) FROM pts WHERE id = n AND ST_X(geom) = n / 100.0";
+    assert_eq!(count(&app, sql).await, 1000);
+
+    // The same batches uncompressed (the CA from the environment) are
+    // replays: the service keys them by their body decompressed.
+    let plain = [args.as_slice(), &["--gzip", "off"]].concat();
+    push(&plain, &[("FEATUREPIPE_CA_FILE", ca_file.path())], None)
+        .await
+        .says(true, &["1000 read, 0 written, 1000 replayed", "--gzip off"]);
+    assert_eq!(front.encodings()[4..], [""; 4]);
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 1000);
+
+    // A host name the certificate does not name.
+    let by_address = front.url.replace("localhost", "127.0.0.1");
+    let elsewhere = to_pts(&file, &by_address, "250");
+    let elsewhere = [elsewhere.as_slice(), &["--ca-file", ca_file.path()]].concat();
+    push(&elsewhere, &[], None).await.says(
+        false,
+        &["not valid for 127.0.0.1 (it names localhost): use a --url with a host name"],
+    );
+    std::fs::remove_file(file).unwrap();
+}
+
+#[tokio::test]
+async fn a_ca_file_that_cannot_be_used_stops_push_before_it_sends() {
+    let empty = TempFile::new("empty-ca.pem", "");
+    let file = collection_file("unusable-ca", 10, true);
+    let args = to_pts(&file, "https://localhost:1", "250");
+    let missing = "/nonexistent/featurepipe-ca.pem";
+    for (ca_file, says) in [
+        (missing, format!("--ca-file {missing}: cannot read it: ")),
+        (
+            empty.path(),
+            format!("--ca-file {}: no PEM certificate in it", empty.path()),
+        ),
+    ] {
+        let args = [args.as_slice(), &["--ca-file", ca_file]].concat();
+        push(&args, &[], None).await.says(false, &[&says]);
+    }
+    std::fs::remove_file(file).unwrap();
+}
+
+#[tokio::test]
+async fn a_service_that_refuses_gzip_gets_every_batch_once_uncompressed() {
+    let app = TestApp::new(KEYED).await;
+    let served = Served::start(&app).await;
+    let front = Front::start(&served, None, true).await;
+    let file = collection_file("no-gzip", 1000, true);
+    push(&to_pts(&file, &front.url, "250"), &[], None)
+        .await
+        .says(
+            true,
+            &[
+                "batches:  4 (0 replayed, 0 with features not written)",
+                "1000 read, 1000 written, 0 replayed, 0 not written",
+                "(uncompressed: the service refused gzip with 415)",
+            ],
+        );
+    // The first batch gzip (refused), then it again and every other one plain.
+    assert_eq!(front.encodings(), ["gzip", "", "", "", ""]);
+    assert_eq!(
+        count(&app, "SELECT count(DISTINCT id) FROM pts").await,
+        1000
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 1000);
     std::fs::remove_file(file).unwrap();
 }

@@ -18,10 +18,11 @@ const SETUP: &str =
     "CREATE TABLE pts (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));";
 
 /// A certificate authority made for the test.
-struct Ca(CertifiedIssuer<'static, KeyPair>);
+pub struct Ca(CertifiedIssuer<'static, KeyPair>);
 
 impl Ca {
-    fn new(name: &str) -> Ca {
+    /// A self-signed CA named `name`.
+    pub fn new(name: &str) -> Ca {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
@@ -29,13 +30,18 @@ impl Ca {
     }
 
     /// A certificate for common name `cn` and the host names `names`: (certificate, key), PEM.
-    fn sign(&self, cn: &str, names: &[&str]) -> (String, String) {
+    pub fn sign(&self, cn: &str, names: &[&str]) -> (String, String) {
         let key = KeyPair::generate().unwrap();
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(names).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
         let cert = params.signed_by(&key, &self.0).unwrap();
         (cert.pem(), key.serialize_pem())
+    }
+
+    /// Its own certificate, PEM.
+    pub fn pem(&self) -> String {
+        self.0.pem()
     }
 }
 
@@ -73,7 +79,7 @@ impl TlsServer {
         let (cert, key) = ca.sign("localhost", &["localhost"]);
         write_owned(&data.join("server.crt"), &cert, 0o644, &data);
         write_owned(&data.join("server.key"), &key, 0o600, &data);
-        write_owned(&data.join("ca.crt"), &ca.0.pem(), 0o644, &data);
+        write_owned(&data.join("ca.crt"), &ca.pem(), 0o644, &data);
         let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
         conf.push_str(
             "\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n\
@@ -93,8 +99,8 @@ impl TlsServer {
         let other = Ca::new("a CA nobody here uses");
         let (cert, key) = ca.sign("certuser", &[]);
         for (name, text) in [
-            ("ca.pem", ca.0.pem()),
-            ("other-ca.pem", other.0.pem()),
+            ("ca.pem", ca.pem()),
+            ("other-ca.pem", other.pem()),
             ("client.crt", cert),
             ("client.key", key),
         ] {
@@ -346,7 +352,7 @@ async fn pgbouncer_takes_tls_with_the_same_parameters() {
     let ca = Ca::new("featurepipe test CA");
     let (cert, key) = ca.sign("localhost", &["localhost"]);
     for (name, text) in [
-        ("ca.pem", ca.0.pem()),
+        ("ca.pem", ca.pem()),
         ("server.crt", cert),
         ("server.key", key),
     ] {

@@ -5,7 +5,6 @@
 //! configuration, and TLS failures become start-up messages that say what
 //! to set.
 
-use std::error::Error as _;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -16,6 +15,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::ParsedCertificate;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
 use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::trust;
 
 mod params;
 
@@ -106,36 +107,16 @@ fn file_error(what: &'static str, path: &str, reason: impl std::fmt::Display) ->
     }
 }
 
-/// Every certificate in a PEM file; none is an error.
 fn read_certs(what: &'static str, path: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| file_error(what, path, e))?;
-    if certs.is_empty() {
-        return Err(file_error(what, path, "no PEM certificate in it"));
-    }
-    Ok(certs)
+    trust::pem_certs(path).map_err(|e| file_error(what, path, e))
 }
 
 fn file_roots(path: &str) -> Result<RootCertStore, TlsError> {
-    let mut roots = RootCertStore::empty();
-    for cert in read_certs("sslrootcert", path)? {
-        roots
-            .add(cert)
-            .map_err(|e| file_error("sslrootcert", path, e))?;
-    }
-    Ok(roots)
+    trust::file_roots(path).map_err(|e| file_error("sslrootcert", path, e))
 }
 
 fn system_roots(mode: SslMode) -> Result<RootCertStore, TlsError> {
-    let mut roots = RootCertStore::empty();
-    // Unreadable ones among many are skipped, as the system's own tools do.
-    let (added, _ignored) =
-        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    if added == 0 {
-        return Err(TlsError::NoSystemRoots(mode.name()));
-    }
-    Ok(roots)
+    trust::system_roots().ok_or(TlsError::NoSystemRoots(mode.name()))
 }
 
 /// libpq's checks: none (`roots` unset), the chain (verify-ca, or a root
@@ -233,11 +214,7 @@ pub fn explain(error: &tokio_postgres::Error, options: &TlsOptions) -> Option<Tl
              sslmode=verify-full checks the host name: connect to a host name the certificate \
              names, or set sslmode=verify-ca to check only the CA",
             expected.to_str(),
-            presented
-                .iter()
-                .map(|name| bare_name(name))
-                .collect::<Vec<_>>()
-                .join(", ")
+            trust::presented_names(presented)
         ),
         Found::Rustls(rustls::Error::InvalidCertificate(CertificateError::NotValidForName)) => {
             "the database server's certificate is not valid for the host connected to, and \
@@ -264,49 +241,25 @@ pub fn explain(error: &tokio_postgres::Error, options: &TlsOptions) -> Option<Tl
     Some(TlsError::Handshake(message))
 }
 
-/// `localhost` of webpki's `DnsName("localhost")` (names come debug-formatted).
-fn bare_name(name: &str) -> &str {
-    name.split_once('(')
-        .and_then(|(_, inner)| inner.strip_suffix(')'))
-        .map_or(name, |inner| inner.trim_matches('"'))
-}
-
 enum Found<'a> {
     Rustls(&'a rustls::Error),
     NoTlsServer,
 }
 
-/// The rustls error in `error`'s chain (io errors wrap it without
-/// passing it on as their source), or tokio-postgres's own refusal.
+/// The rustls error in `error`'s chain, or tokio-postgres's own refusal.
 fn rustls_error(error: &tokio_postgres::Error) -> Option<Found<'_>> {
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        let inner = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .map(|e| e as &(dyn std::error::Error + 'static));
-        if let Some(found) = inner.unwrap_or(e).downcast_ref::<rustls::Error>() {
-            return Some(Found::Rustls(found));
-        }
-        // tokio-postgres says so in text only (its error kinds are private).
-        if e.to_string() == "server does not support TLS" {
-            return Some(Found::NoTlsServer);
-        }
-        cause = e.source();
+    if let Some(found) = trust::rustls_cause(error) {
+        return Some(Found::Rustls(found));
     }
-    None
+    // tokio-postgres says so in text only (its error kinds are private).
+    trust::causes(error)
+        .any(|e| e.to_string() == "server does not support TLS")
+        .then_some(Found::NoTlsServer)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn presented_names_lose_their_debug_wrapping() {
-        assert_eq!(bare_name("DnsName(\"db.example\")"), "db.example");
-        assert_eq!(bare_name("IpAddress(127.0.0.1)"), "127.0.0.1");
-        assert_eq!(bare_name("plain"), "plain");
-    }
 
     /// The connector for the TLS parameters of a key-value string.
     fn connector_for(params: &str) -> Result<MakeRustlsConnect, TlsError> {
