@@ -14,7 +14,8 @@ export DATABASE_URL="postgres://postgres@127.0.0.1:$port/pagebench" FEATUREPIPE_
 cargo build --release --quiet
 target/release/featurepipe serve > /tmp/pagebench-service.log 2>&1 &
 svc=$!
-trap 'kill $svc 2>/dev/null || true' EXIT
+# Stop the service, then the cluster (this replaces throwaway_cluster's trap).
+trap 'kill $svc 2>/dev/null || true; stop_cluster "$cluster_dir/data"; rm -rf "$cluster_dir"' EXIT
 for i in $(seq 1 50); do curl -sf http://127.0.0.1:18090/healthz >/dev/null && break; sleep 0.2; done
 python3 - <<'PY' > /tmp/fc1000.json
 import json
