@@ -27,6 +27,7 @@ mod ogc_write;
 mod openapi;
 mod poolers;
 mod push;
+mod reload;
 mod rights;
 mod round_trips;
 mod sessions;
