@@ -138,6 +138,14 @@ pub struct Config {
     /// PEM file of the RSA public key of RS256 bearer tokens.
     #[arg(long, env = "FEATUREPIPE_JWT_PUBLIC_KEY")]
     pub jwt_public_key: Option<std::path::PathBuf>,
+    /// How often the service checks whether the published tables' definitions
+    /// changed, and reads the catalog again when they did (0: never).
+    #[arg(long, env = "FEATUREPIPE_CATALOG_POLL", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub catalog_poll: Duration,
+    /// Read the catalog again at once on `NOTIFY featurepipe_reload` (a
+    /// connection of its own LISTENs; not behind FEATUREPIPE_POOLER=transaction).
+    #[arg(long, env = "FEATUREPIPE_CATALOG_LISTEN", default_value = "on", value_parser = parse_switch)]
+    pub catalog_listen: bool,
     /// TOML file of per-collection settings (title, last-modified column,
     /// preconditions, extra CRSs, read-only); optional.
     #[arg(long = "config", env = "FEATUREPIPE_CONFIG")]
@@ -297,6 +305,8 @@ mod tests {
         assert_eq!(c.request_timeout, Duration::from_secs(300));
         assert_eq!(c.basemap_url, None);
         assert!(c.auth && c.pipeline);
+        assert_eq!(c.catalog_poll, Duration::from_secs(2));
+        assert!(c.catalog_listen);
     }
 
     #[test]
@@ -325,5 +335,7 @@ mod tests {
         assert!(!c.auth && !c.pipeline);
         let c = Wrapper::parse_from(["featurepipe", "--auth", "on"]).config;
         assert!(c.auth);
+        let c = Wrapper::parse_from(["featurepipe", "--catalog-poll", "0"]).config;
+        assert_eq!(c.catalog_poll, Duration::ZERO);
     }
 }

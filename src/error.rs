@@ -56,7 +56,8 @@ pub enum Refusal {
     Unfit,
     /// The database role may not do it.
     NotPermitted,
-    /// A lock, a deadlock, a connection or resource problem: try again later.
+    /// A lock, a deadlock, a connection or resource problem, or a table
+    /// changed under the catalog: try again later.
     Busy,
     /// Anything else: the service's or the database's fault.
     Fault,
@@ -73,6 +74,10 @@ impl Refusal {
             "FP422" => Refusal::Unfit,
             "42501" => Refusal::NotPermitted,
             "40001" | "40P01" | "55P03" => Refusal::Busy,
+            // featurepipe names only the catalog's tables and columns: one that
+            // is missing was dropped or renamed since the catalog was read, and
+            // the next reload (a poll away at most) puts that right.
+            "42P01" | "42703" => Refusal::Busy,
             c if c.starts_with("23") || c.starts_with("22") || c == "P0001" => Refusal::Unfit,
             c if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => Refusal::Busy,
             _ => Refusal::Fault,
@@ -413,6 +418,7 @@ mod tests {
         assert_eq!(Refusal::of("22P02"), Refusal::Unfit);
         assert_eq!(Refusal::of("40P01"), Refusal::Busy);
         assert_eq!(Refusal::of("08006"), Refusal::Busy);
+        assert_eq!(Refusal::of("42703"), Refusal::Busy);
         assert_eq!(Refusal::of("XX000"), Refusal::Fault);
     }
 

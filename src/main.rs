@@ -133,6 +133,9 @@ fn api_key(name: &str, scope: &str) -> Result<(), Box<dyn std::error::Error>> {
 
 async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let state = AppState::start(&config).await?;
+    // Before the port opens: from then on a SIGHUP reloads, and no longer ends the process.
+    #[cfg(unix)]
+    reload_on_hangup(&state)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -167,6 +170,21 @@ async fn migrate_only(args: DatabaseArgs) -> Result<(), Box<dyn std::error::Erro
     let mut client = db.wait_until_ready(args.startup_timeout).await?;
     let applied = migrate::run(&mut client).await?;
     println!("applied {} migration(s): {applied:?}", applied.len());
+    Ok(())
+}
+
+/// On each SIGHUP, read the catalog again.
+#[cfg(unix)]
+fn reload_on_hangup(state: &AppState) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = signal(SignalKind::hangup())?;
+    let state = state.clone();
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            tracing::info!("SIGHUP: reading the catalog again");
+            state.reload_catalog();
+        }
+    });
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! Introspection of the published tables: which tables are collections, and how
 //! each column is typed, defaulted and written.
 
+pub mod live;
 pub mod schema;
 pub mod settings;
 
@@ -116,7 +117,7 @@ pub enum Identity {
 }
 
 /// One column of a published table.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Column {
     /// Column name, unquoted.
     pub name: String,
@@ -163,7 +164,7 @@ impl Column {
 }
 
 /// A published table with a geometry column.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Collection {
     /// Collection id: the table name, or `schema.table` outside the first published schema.
     pub id: String,
@@ -389,6 +390,26 @@ impl Catalog {
     pub fn collections(&self) -> impl Iterator<Item = &Collection> {
         self.collections.values().map(|c| c.as_ref())
     }
+
+    /// This catalog, sharing with `old` every collection that is the same
+    /// in both (so that what is kept per collection stays valid), and the ids
+    /// of the collections that changed, appeared or went.
+    pub fn keeping_unchanged(mut self, old: &Catalog) -> (Catalog, Vec<String>) {
+        let mut changed: Vec<String> = old
+            .collections
+            .keys()
+            .filter(|id| !self.collections.contains_key(*id))
+            .cloned()
+            .collect();
+        for (id, coll) in &mut self.collections {
+            match old.collections.get(id) {
+                Some(kept) if kept == coll => *coll = kept.clone(),
+                _ => changed.push(id.clone()),
+            }
+        }
+        changed.sort();
+        (self, changed)
+    }
 }
 
 /// Apply the settings file to the collections it names; returns the extra
@@ -599,4 +620,55 @@ fn build_collection(
         columns,
         geometry,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog(collections: Vec<Collection>) -> Catalog {
+        Catalog {
+            collections: collections
+                .into_iter()
+                .map(|c| (c.id.clone(), Arc::new(c)))
+                .collect(),
+        }
+    }
+
+    fn table(id: &str, columns: &[&str]) -> Collection {
+        let mut all = vec![Column::new("id", ColumnType::Scalar(ScalarType::Int4))];
+        all.extend(
+            columns
+                .iter()
+                .map(|c| Column::new(c, ColumnType::Scalar(ScalarType::Bool))),
+        );
+        let geometry = all.len();
+        all.push(Column::new(
+            "geom",
+            ColumnType::Geometry(GeometryColumn::from_typmod(-1, false)),
+        ));
+        Collection::new(id, all, geometry)
+    }
+
+    #[test]
+    fn a_reload_keeps_the_collections_that_did_not_change() {
+        let old = catalog(vec![
+            table("kept", &["a"]),
+            table("altered", &["a"]),
+            table("gone", &[]),
+        ]);
+        let new = catalog(vec![
+            table("kept", &["a"]),
+            table("altered", &["a", "b"]),
+            table("new", &[]),
+        ]);
+        let (new, changed) = new.keeping_unchanged(&old);
+        assert_eq!(changed, ["altered", "gone", "new"]);
+        assert!(Arc::ptr_eq(
+            new.get("kept").unwrap(),
+            old.get("kept").unwrap()
+        ));
+        assert_eq!(new.get("altered").unwrap().columns.len(), 4);
+        assert!(new.get("gone").is_none());
+    }
 }

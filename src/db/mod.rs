@@ -1,5 +1,6 @@
 //! Connection pool, start-up checks and migrations.
 
+pub mod listen;
 pub mod migrate;
 pub mod round_trips;
 pub mod statement;
@@ -134,6 +135,8 @@ pub struct Database {
     pooler: Pooler,
     tls: Arc<tls::TlsOptions>,
     connector: MakeRustlsConnect,
+    /// Where the pool's connections go, for connections of their own (LISTEN).
+    config: Arc<tokio_postgres::Config>,
 }
 
 /// What sits between the service and PostgreSQL (`FEATUREPIPE_POOLER`).
@@ -198,7 +201,7 @@ impl Database {
             config.options(options.trim());
         }
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             connector.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -230,7 +233,15 @@ impl Database {
             pooler,
             tls: Arc::new(tls_options),
             connector,
+            config: Arc::new(config),
         })
+    }
+
+    /// Forget every statement prepared and cached on the pool's connections,
+    /// for when tables changed: a statement prepared before may no longer
+    /// answer what it did. Requests holding one finish with it.
+    pub fn clear_statement_caches(&self) {
+        self.pool.manager().statement_caches.clear();
     }
 
     /// The TLS connector of this database's connections, for cancel requests.

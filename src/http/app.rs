@@ -11,6 +11,7 @@ use super::cors::{self, Cors};
 use super::encoding;
 use super::problem::{ApiError, Wrong};
 use crate::auth::{Auth, Caller, JwtKeys};
+use crate::catalog::live::{Follow, LiveCatalog, Observer, Reload};
 use crate::catalog::settings::Settings;
 use crate::catalog::{Catalog, Collection};
 use crate::config::Config;
@@ -25,8 +26,9 @@ use crate::write::WriteOptions;
 pub struct AppState {
     /// The connection pool.
     pub db: Database,
-    /// Published collections, loaded at start-up.
-    pub catalog: Arc<Catalog>,
+    /// Published collections, read again when the tables change
+    /// ([`AppState::catalog`] is the snapshot a request works with).
+    pub live_catalog: Arc<LiveCatalog>,
     /// How writes are carried out.
     pub write: WriteOptions,
     /// Largest accepted request body, in bytes.
@@ -79,20 +81,6 @@ impl AppState {
             None => Settings::default(),
         };
         let auth = Arc::new(auth(config, &settings).map_err(StartupError::Auth)?);
-        // In one transaction: behind a transaction-mode pooler, a statement
-        // and its execution must reach the same server connection.
-        let tx = client
-            .transaction()
-            .await
-            .map_err(|source| StartupError::Query {
-                doing: "loading the catalog",
-                source,
-            })?;
-        let catalog = Catalog::load(&*tx, &config.schemas, &settings).await?;
-        tx.commit().await.map_err(|source| StartupError::Query {
-            doing: "loading the catalog",
-            source,
-        })?;
         if settings.auth.set_role && config.auth && config.db.pooler == Pooler::Transaction {
             return Err(StartupError::Auth(
                 "[auth] set_role needs a session of its own, which a transaction-mode pooler \
@@ -105,14 +93,27 @@ impl AppState {
         } else {
             db
         };
+        let extents = Arc::<ExtentCache>::default();
+        let follow = Follow {
+            // The catalog is what the service's own role may see.
+            db: db.as_role(None),
+            schemas: config.schemas.clone(),
+            settings,
+            poll: config.catalog_poll,
+            // A transaction-mode pooler hands each transaction another server
+            // connection, where nobody listens: only polling works there.
+            listen: config.catalog_listen && config.db.pooler != Pooler::Transaction,
+        };
+        let live_catalog =
+            LiveCatalog::start(&mut client, follow, observer(extents.clone())).await?;
         tracing::info!(
-            collections = catalog.collections().count(),
+            collections = live_catalog.current().collections().count(),
             schemas = ?config.schemas,
             "catalog loaded"
         );
         Ok(AppState {
             db,
-            catalog: Arc::new(catalog),
+            live_catalog: Arc::new(live_catalog),
             write: config.write_options(),
             max_body: config.max_body,
             body_room: super::body::BodyRoom::new(config.body_memory, config.pool_wait),
@@ -123,10 +124,20 @@ impl AppState {
             header_timeout: config.header_timeout,
             request_timeout: config.request_timeout,
             auth,
-            extents: Arc::default(),
+            extents,
             basemap_url: config.basemap_url.clone(),
             cors: Cors::new(&config.cors_origins),
         })
+    }
+
+    /// The catalog as it is now: a request that takes it keeps it to its end.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.live_catalog.current()
+    }
+
+    /// Read the catalog again now (SIGHUP).
+    pub fn reload_catalog(&self) {
+        self.live_catalog.reload_now();
     }
 
     /// This state with SQL run as `caller`'s database role (`[auth] set_role`).
@@ -160,11 +171,22 @@ impl AppState {
 
     /// The collection with this id, or a 404.
     pub fn collection(&self, id: &str) -> Result<Arc<Collection>, ApiError> {
-        self.catalog
+        self.catalog()
             .get(id)
             .cloned()
             .ok_or_else(|| Error::unknown_collection(id).into())
     }
+}
+
+/// What a reload changes besides the catalog: its count in the metrics,
+/// and the extents of the collections that changed.
+fn observer(extents: Arc<ExtentCache>) -> Observer {
+    Box::new(move |reload| {
+        crate::http::telemetry::count_catalog_reload(reload);
+        if let Reload::Changed(changed) = reload {
+            extents.forget(changed);
+        }
+    })
 }
 
 /// The credentials of `config` and the settings file.

@@ -93,7 +93,7 @@ pub async fn list(
     let state = state.for_caller(&caller);
     let mut collections = Vec::new();
     let mut hidden = false;
-    for coll in state.catalog.collections() {
+    for coll in state.catalog().collections() {
         if caller.can_read(&coll.id) {
             collections.push(describe(&state, &base, coll, Format::Json).await?);
         } else {

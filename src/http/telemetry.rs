@@ -13,6 +13,7 @@ use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
 
+use crate::catalog::live::Reload;
 use crate::db::round_trips::RoundTrips;
 use crate::http::app::AppState;
 
@@ -115,6 +116,17 @@ pub async fn observe(req: Request, next: Next) -> Response {
         )
     });
     response
+}
+
+/// Count a reload of the catalog by its outcome: `changed`, `unchanged`
+/// or `failed` (the catalog in use stayed).
+pub fn count_catalog_reload(reload: Reload<'_>) {
+    let outcome = match reload {
+        Reload::Changed(_) => "changed",
+        Reload::Unchanged => "unchanged",
+        Reload::Failed => "failed",
+    };
+    counter!("featurepipe_catalog_reloads_total", "outcome" => outcome).increment(1);
 }
 
 /// `GET /metrics`: every metric in Prometheus's text format, with the

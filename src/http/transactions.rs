@@ -93,8 +93,13 @@ pub async fn create(
     };
     let (parse_state, parse_caller) = (state.clone(), caller.clone());
     let (operations, steps) = tokio::task::spawn_blocking(move || {
-        let catalog = (&*parse_state.catalog, parse_state.input_limits);
-        input::parse(catalog, &parse_caller, &body, mode == Mode::Skip)
+        let catalog = parse_state.catalog();
+        input::parse(
+            (&catalog, parse_state.input_limits),
+            &parse_caller,
+            &body,
+            mode == Mode::Skip,
+        )
     })
     .await
     .map_err(|e| Error::task_failed("parsing the body", &e))??;

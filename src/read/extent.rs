@@ -49,4 +49,13 @@ impl ExtentCache {
         *last = Some((Instant::now(), bbox));
         Ok(bbox)
     }
+
+    /// Drop the extents of these collections (their tables changed), for
+    /// every role; a computation under way finishes into a slot no longer kept.
+    pub fn forget(&self, collections: &[String]) {
+        self.slots
+            .lock()
+            .expect("no panics while locked")
+            .retain(|(id, _), _| !collections.contains(id));
+    }
 }

@@ -59,8 +59,13 @@ async fn a_geography_bbox_is_the_longitude_latitude_box() {
 #[tokio::test]
 async fn a_geography_bbox_uses_the_spatial_index() {
     let app = TestApp::new(SETUP).await;
-    let coll = app.state.catalog.get("geo").expect("geo is a collection");
-    let (condition, covered) = bbox_intersects(coll, 1, 4326);
+    let coll = app
+        .state
+        .catalog()
+        .get("geo")
+        .cloned()
+        .expect("geo is a collection");
+    let (condition, covered) = bbox_intersects(&coll, 1, 4326);
     assert!(covered, "{condition}");
     let sql = format!("EXPLAIN SELECT count(*) FROM public.geo AS t WHERE {condition}");
     let client = &app.db.client;

@@ -30,6 +30,7 @@ mod openapi;
 mod poolers;
 mod preconditions;
 mod push;
+mod reload;
 mod rights;
 mod round_trips;
 mod sessions;

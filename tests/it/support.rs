@@ -293,10 +293,14 @@ pub async fn start_up_error(setup: &str, settings: std::path::PathBuf, auth: boo
 }
 
 /// Default settings for the database at `url`, with authentication off:
-/// tests of anything else call as if the service were open.
+/// tests of anything else call as if the service were open. The catalog is
+/// not followed (no poll, no LISTEN): that would add round trips and
+/// connections to what tests count; tests of reloading turn it on.
 pub fn config(url: &str) -> Config {
     let mut config = Config::for_database(url);
     config.auth = false;
+    config.catalog_poll = Duration::ZERO;
+    config.catalog_listen = false;
     config
 }
 

@@ -1,0 +1,58 @@
+//! `LISTEN` on a connection of its own: a pooled connection goes back to
+//! the pool after each use, and its notifications with it.
+
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio_postgres::AsyncMessage;
+
+use super::{quote_ident, Database, DbError};
+
+/// A connection that listens on one channel; closed when dropped.
+pub struct Listening {
+    /// Keeps the connection open: it closes when its last client goes.
+    _client: tokio_postgres::Client,
+    notified: mpsc::UnboundedReceiver<()>,
+}
+
+impl Listening {
+    /// Wait for the next notification; `None` once the connection is lost.
+    pub async fn next(&mut self) -> Option<()> {
+        self.notified.recv().await
+    }
+}
+
+impl Database {
+    /// Open a connection of its own (outside the pool, as the service's
+    /// role) and `LISTEN` on `channel`.
+    pub async fn listen(&self, channel: &str) -> Result<Listening, DbError> {
+        let failed = |source| DbError::Query {
+            doing: "listening for notifications",
+            source,
+        };
+        let (client, mut connection) = self
+            .config
+            .connect(self.connector.clone())
+            .await
+            .map_err(failed)?;
+        let (notify, notified) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            // Ends when the connection does: on an error, or once the client is dropped.
+            while let Some(Ok(message)) = messages.next().await {
+                if let AsyncMessage::Notification(_) = message {
+                    if notify.send(()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        client
+            .batch_execute(&format!("LISTEN {}", quote_ident(channel)))
+            .await
+            .map_err(failed)?;
+        Ok(Listening {
+            _client: client,
+            notified,
+        })
+    }
+}
