@@ -201,8 +201,12 @@ fn refuse_unknown_encoding(headers: &HeaderMap) -> Result<(), ApiError> {
     .with_header(header::ACCEPT_ENCODING, HeaderValue::from_static(DECODED)))
 }
 
-/// Check that the body's media type is one of `accepted` (parameters allowed).
-pub fn check_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), ApiError> {
+/// Check that the body's media type is one of `accepted` (parameters
+/// allowed); the one it is.
+pub fn check_content_type<'a>(
+    headers: &HeaderMap,
+    accepted: &[&'a str],
+) -> Result<&'a str, ApiError> {
     let list = accepted.join(", ");
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Err(ApiError::new(
@@ -218,8 +222,8 @@ pub fn check_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), 
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    if accepted.contains(&essence.as_str()) {
-        return Ok(());
+    if let Some(media_type) = accepted.iter().find(|a| **a == essence) {
+        return Ok(media_type);
     }
     let mut e = ApiError::new(
         Wrong::UnsupportedMediaType,

@@ -16,6 +16,7 @@ pub mod items;
 pub mod landing;
 pub mod links;
 pub mod model;
+pub mod ogc_tx;
 pub mod openapi;
 pub mod problem;
 pub mod representation;

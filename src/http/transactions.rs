@@ -6,16 +6,20 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::body::{check_content_type, idempotency, read_body, KeyUse};
+use super::body::{check_content_type, idempotency, read_body, BodyBytes, KeyUse};
+use super::links::BaseUrl;
 use super::model::SessionBody;
+use super::ogc_tx::OgcTransaction;
 use super::problem::{ApiError, Problem, Wrong};
 use super::query_pairs;
 use crate::auth::Caller;
+use crate::catalog::Catalog;
 use crate::error::Error;
+use crate::feature::InputLimits;
 use crate::http::app::AppState;
 use crate::read::params::{check_format, unknown_parameter};
-use crate::session::report::SessionReport;
-use crate::session::{self, input, Mode, Operation, Step};
+use crate::session::ogc::{self, report::Names};
+use crate::session::{self, input, Mode, Operation, Reply, SessionAnswer, Step};
 use crate::write::idempotency::Idempotency;
 
 /// The `mode` query parameter; `f` (only `json`) is taken too where `with_f`.
@@ -46,9 +50,39 @@ pub async fn answer(
     mode: Mode,
     idempotency: Option<&Idempotency>,
 ) -> Result<Response, ApiError> {
+    let work = (operations, steps);
+    run_and_reply(state, work, mode, idempotency, Reply::Report).await
+}
+
+/// Run a validated session and answer 200 with its report as `reply` has it.
+async fn run_and_reply(
+    state: &AppState,
+    (operations, steps): (&[Operation], &[Step]),
+    mode: Mode,
+    idempotency: Option<&Idempotency>,
+    reply: Reply<'_>,
+) -> Result<Response, ApiError> {
     let batch = state.write.limits.max_features;
-    let report = session::carry_out(&state.db, operations, steps, mode, batch, idempotency).await?;
-    Ok((StatusCode::OK, Json(report)).into_response())
+    let work = (operations, steps);
+    let report = session::carry_out(&state.db, work, mode, batch, idempotency, reply).await?;
+    let document = reply.document(report, operations, steps);
+    Ok((StatusCode::OK, Json(document)).into_response())
+}
+
+/// Read the body with `read`, off the async threads (a large session takes a while).
+async fn read_off_thread<T: Send + 'static>(
+    state: &AppState,
+    caller: &Caller,
+    body: BodyBytes,
+    read: impl FnOnce((&Catalog, InputLimits), &Caller, &[u8]) -> Result<T, Error> + Send + 'static,
+) -> Result<T, ApiError> {
+    let (state, caller) = (state.clone(), caller.clone());
+    let read = tokio::task::spawn_blocking(move || {
+        read((&state.catalog(), state.input_limits), &caller, &body)
+    })
+    .await
+    .map_err(|e| Error::task_failed("parsing the body", &e))??;
+    Ok(read)
 }
 
 #[utoipa::path(
@@ -57,17 +91,17 @@ pub async fn answer(
     tag = "Features",
     summary = "Save a whole edit session: inserts, replaces, updates and deletes across collections, pipelined, in request order",
     operation_id = "transaction",
-    params(("mode" = Option<String>, Query, description = "atomic (default): all or nothing; batch: each batch commits on its own; skip: every valid operation is written, failing ones are skipped"), ("Idempotency-Key" = Option<String>, Header, description = "atomic mode: a retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing")),
-    request_body(description = "The operations, in order", content((SessionBody = "application/json"))),
+    params(("mode" = Option<String>, Query, description = "atomic (default): all or nothing; batch: each batch commits on its own; skip: every valid operation is written, failing ones are skipped. Not with an OGC transaction, whose semantic says it"), ("Idempotency-Key" = Option<String>, Header, description = "atomic mode: a retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing")),
+    request_body(description = "The operations, in order: featurepipe's format, or an OGC API - Features Part 11 (draft) transaction, whose `semantic` is the mode (`batch` is `skip`)", content((SessionBody = "application/json"), (OgcTransaction = "application/ogc-tx+json"))),
     responses(
-        (status = 200, description = "The session ran: each operation's result (ids, ETag or count) and status, per-batch status", body = SessionReport),
-        (status = 400, description = "Not JSON, or operations that are not operations", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "The session ran: each operation's result (ids, ETag or count) and status, per-batch status; to an OGC transaction, its response (counts, links to the features, exceptions)", body = SessionAnswer),
+        (status = 400, description = "Not JSON, or operations that are not operations (an OGC transaction with `mode`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Atomic: a feature to replace, update or delete does not exist; nothing was written (the report is attached)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Atomic: a constraint refused an operation; nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 412, description = "Atomic: an if_match did not match; nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Content-Type is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Operations that do not fit their tables (errors point into the operations array); nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Content-Type is not JSON or application/ogc-tx+json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Operations that do not fit their tables (errors point into the operations or transaction array), or an OGC filter not by id; nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json")
     )
 )]
@@ -75,6 +109,7 @@ pub async fn answer(
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
+    base: BaseUrl,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -83,25 +118,47 @@ pub async fn create(
     // Nothing of the body is read for a caller who may write nothing.
     caller.check_write_any()?;
     let state = state.for_caller(&caller);
-    check_content_type(&headers, &["application/json"])?;
+    let media_type = check_content_type(&headers, &["application/json", ogc::MEDIA_TYPE])?;
+    let is_ogc = media_type == ogc::MEDIA_TYPE;
+    if is_ogc
+        && query_pairs(query.as_deref())?
+            .iter()
+            .any(|(name, _)| name == "mode")
+    {
+        return Err(ApiError::new(
+            Wrong::InvalidParameter,
+            "an OGC transaction's \"semantic\" says how it commits: leave out the query parameter 'mode'",
+        ));
+    }
     let body = read_body(&state, &headers, body).await?;
     let target = format!("/transactions?{}", query.as_deref().unwrap_or(""));
+    // An OGC transaction is atomic or skips failed actions: both take keys.
     let key = idempotency(&state, &caller, &headers, ("POST", &target), &body, mode).await?;
     let idempotency = match key {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(idempotency) => idempotency,
     };
-    let (parse_state, parse_caller) = (state.clone(), caller.clone());
-    let (operations, steps) = tokio::task::spawn_blocking(move || {
-        let catalog = parse_state.catalog();
-        input::parse(
-            (&catalog, parse_state.input_limits),
-            &parse_caller,
-            &body,
-            mode == Mode::Skip,
+    if is_ogc {
+        let tx = read_off_thread(&state, &caller, body, ogc::parse).await?;
+        let names = Names {
+            action_ids: &tx.action_ids,
+            base: &base.0,
+        };
+        let work = (tx.operations.as_slice(), tx.steps.as_slice());
+        return run_and_reply(
+            &state,
+            work,
+            tx.mode,
+            idempotency.as_ref(),
+            Reply::Ogc(names),
         )
-    })
-    .await
-    .map_err(|e| Error::task_failed("parsing the body", &e))??;
+        .await;
+    }
+    let keep_valid = mode == Mode::Skip;
+    let (operations, steps) =
+        read_off_thread(&state, &caller, body, move |catalog, caller, body| {
+            input::parse(catalog, caller, body, keep_valid)
+        })
+        .await?;
     answer(&state, &operations, &steps, mode, idempotency.as_ref()).await
 }

@@ -1,13 +1,14 @@
 //! The body of `POST /transactions`: every operation is read and validated
 //! before any database work, with the items endpoint's error reports and
-//! pointers into the operations array.
+//! pointers into the operations array. The OGC format ([`super::ogc`]) is
+//! read into the same operations and goes through the same checks here.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{Op, Operation, Step, StepKind};
 use crate::auth::Caller;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Collection};
 use crate::error::{Error, ErrorKind, FieldError, MAX_LISTED_ERRORS};
 use crate::feature::{parse_body, parse_item, InputLimits, ItemBody, Purpose, Reading, MALFORMED};
 use crate::read::plain_etag;
@@ -18,23 +19,110 @@ struct Body<'a> {
     operations: Vec<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
+/// One operation as featurepipe's format has it (the OGC format's actions
+/// are read into the same).
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct OpIn<'a> {
-    op: String,
-    collection: String,
+pub(super) struct OpIn<'a> {
+    pub op: String,
+    pub collection: String,
     #[serde(borrow, default)]
-    feature: Option<&'a RawValue>,
+    pub feature: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    features: Option<&'a RawValue>,
+    pub features: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    patch: Option<&'a RawValue>,
+    pub patch: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
+    pub id: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    ids: Option<Vec<&'a RawValue>>,
+    pub ids: Option<Vec<&'a RawValue>>,
     #[serde(default)]
-    if_match: Option<String>,
+    pub if_match: Option<String>,
+    /// The property an OGC filter names the features by: it must be the key
+    /// (checked once the collection is known, at `/key_property`).
+    #[serde(skip)]
+    pub key_named: Option<String>,
+}
+
+/// The body format operations came in, for what differs in reading them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dialect {
+    /// featurepipe's `{"operations": [...]}`.
+    Own,
+    /// OGC API - Features Part 11 (draft): `{"transaction": [...]}`.
+    Ogc,
+}
+
+impl Dialect {
+    /// The members an operation of `kind` may have.
+    fn takes(self, kind: Op) -> &'static [&'static str] {
+        match (self, kind) {
+            (_, Op::Insert) => &["feature", "features"],
+            (_, Op::Replace) => &["id", "feature"],
+            (Dialect::Own, Op::Update) => &["id", "patch"],
+            // An OGC filter may select several features to update alike.
+            (Dialect::Ogc, Op::Update) => &["id", "ids", "patch"],
+            (_, Op::Delete) => &["id", "ids"],
+        }
+    }
+
+    /// How a change says which version of the feature it changes.
+    fn precondition(self) -> &'static str {
+        match self {
+            Dialect::Own => "give \"if_match\"",
+            Dialect::Ogc => {
+                "the OGC transaction format cannot say it: send featurepipe's own format \
+                 (application/json) with \"if_match\""
+            }
+        }
+    }
+}
+
+/// Where the parts of an operation are in a body of another format:
+/// featurepipe's pointers (`/operations/3/patch/properties/x`) and theirs.
+#[derive(Debug, Default)]
+pub(super) struct Places(Vec<(String, String)>);
+
+impl Places {
+    /// What is at `from` in featurepipe's format is at `to`.
+    pub fn add(&mut self, from: String, to: String) {
+        self.0.push((from, to));
+    }
+
+    /// `pointer` in the body's own terms: by the longest `from` it starts
+    /// with (whole segments); unchanged when none.
+    pub fn apply(&self, pointer: &str) -> String {
+        let place = self
+            .0
+            .iter()
+            .filter(|(from, _)| {
+                pointer
+                    .strip_prefix(from.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            })
+            .max_by_key(|(from, _)| from.len());
+        match place {
+            Some((from, to)) => format!("{to}{}", &pointer[from.len()..]),
+            None => pointer.to_owned(),
+        }
+    }
+
+    fn relocate(&self, mut e: FieldError) -> FieldError {
+        e.pointer = self.apply(&e.pointer);
+        e
+    }
+}
+
+/// One operation read from a body, ready for the checks every format shares.
+pub(super) struct Planned<'a> {
+    /// What it does.
+    pub kind: Op,
+    /// Its members.
+    pub op: OpIn<'a>,
+    /// Where its parts are in the body (none: featurepipe's own pointers).
+    pub places: Places,
+    /// Why it cannot be carried out, found by the body's reader.
+    pub refused: Option<Wrong>,
 }
 
 /// Problems found so far, capped like the items endpoint's.
@@ -59,6 +147,14 @@ impl Problems {
         let mut e = FieldError::new(0, pointer, code, message);
         e.feature = None;
         self.add(e, operation);
+    }
+
+    /// Take over why `operation` cannot be carried out.
+    fn wrong(&mut self, wrong: Wrong, operation: usize) {
+        match wrong {
+            Wrong::Field(pointer, code, message) => self.say(operation, pointer, code, message),
+            Wrong::Body(err, at) => self.absorb(err, operation, &at),
+        }
     }
 
     fn merge(&mut self, other: Problems) {
@@ -91,7 +187,7 @@ impl Problems {
 /// kept as rejected (not sent) instead of refusing the session; one that is
 /// not an operation at all still refuses it.
 pub fn parse(
-    (catalog, limits): (&Catalog, InputLimits),
+    catalog: (&Catalog, InputLimits),
     caller: &Caller,
     body: &[u8],
     keep_valid: bool,
@@ -102,32 +198,87 @@ pub fn parse(
             format!("the body is not an object with an array \"operations\": {e}"),
         )
     })?;
+    let planned = body
+        .operations
+        .iter()
+        .enumerate()
+        .map(|(k, raw)| own(k, raw));
+    collect(catalog, caller, planned.collect(), keep_valid, Dialect::Own)
+}
+
+/// Operation `k` of featurepipe's format, or why it is not an operation.
+fn own<'a>(k: usize, raw: &'a RawValue) -> Result<Planned<'a>, Wrong> {
+    let at = format!("/operations/{k}");
+    let op: OpIn<'_> = serde_json::from_str(raw.get()).map_err(|e| {
+        wrong(
+            at.clone(),
+            MALFORMED,
+            format!("not an operation: {}", brief(&e)),
+        )
+    })?;
+    let Some(kind) = Op::from_name(&op.op) else {
+        let message = format!(
+            "'{}' is not an operation: insert, replace, update or delete",
+            op.op
+        );
+        return Err(wrong(format!("{at}/op"), MALFORMED, message));
+    };
+    Ok(Planned {
+        kind,
+        op,
+        places: Places::default(),
+        refused: None,
+    })
+}
+
+/// serde's message without its position (the pointer says where).
+pub(super) fn brief(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    match message.split_once(" at line ") {
+        Some((said, _)) => said.to_owned(),
+        None => message,
+    }
+}
+
+/// A problem of an operation at `pointer`, found before any database work.
+pub(super) fn wrong(pointer: String, code: &'static str, message: impl Into<String>) -> Wrong {
+    Wrong::Field(pointer, code, message.into())
+}
+
+/// Check and expand the operations of a body (in either format), in order:
+/// the caller's rights, the collection, and each operation's content. An
+/// `Err` among `planned` is not an operation at all: it refuses the session
+/// even with `keep_valid`; one the reader `refused` is rejected like one
+/// that does not validate.
+pub(super) fn collect(
+    (catalog, limits): (&Catalog, InputLimits),
+    caller: &Caller,
+    planned: Vec<Result<Planned<'_>, Wrong>>,
+    keep_valid: bool,
+    dialect: Dialect,
+) -> Result<(Vec<Operation>, Vec<Step>), Error> {
     let mut problems = Problems::default();
-    let mut operations = Vec::with_capacity(body.operations.len());
+    let mut operations = Vec::with_capacity(planned.len());
     let mut steps = Vec::new();
-    for (k, raw) in body.operations.iter().enumerate() {
-        let at = format!("/operations/{k}");
-        let op: OpIn<'_> = match serde_json::from_str(raw.get()) {
-            Ok(op) => op,
+    for (k, planned) in planned.into_iter().enumerate() {
+        let Planned {
+            kind,
+            op,
+            places,
+            refused,
+        } = match planned {
+            Ok(planned) => planned,
             Err(e) => {
-                let message = e.to_string();
-                let message = message.split(" at line ").next().unwrap_or(&message);
-                problems.say(k, at, MALFORMED, format!("not an operation: {message}"));
+                problems.wrong(e, k);
                 continue;
             }
         };
-        let Some(kind) = Op::from_name(&op.op) else {
-            let message = format!(
-                "'{}' is not an operation: insert, replace, update or delete",
-                op.op
-            );
-            problems.say(k, format!("{at}/op"), MALFORMED, message);
-            continue;
-        };
+        let at = format!("/operations/{k}");
         // Rights before anything of the operation is looked at: a refusal
         // says nothing of the collection or its columns.
         caller.check_write(&op.collection).map_err(|e| {
-            let problem = FieldError::new(0, format!("{at}/collection"), "forbidden", e.detail());
+            let pointer = places.apply(&format!("{at}/collection"));
+            let problem = FieldError::new(0, pointer, "forbidden", e.detail());
             e.with_errors(vec![FieldError {
                 operation: Some(k),
                 feature: None,
@@ -136,12 +287,16 @@ pub fn parse(
         })?;
         let first = steps.len();
         let may_read = caller.can_read(&op.collection);
-        match read((catalog, limits), &op, kind, &at, &mut steps) {
-            Ok((at, indexed)) => operations.push(Operation {
+        let read = match refused {
+            Some(refused) => Err(refused),
+            None => read((catalog, limits), &op, kind, &at, dialect, &mut steps),
+        };
+        match read {
+            Ok((written_at, indexed)) => operations.push(Operation {
                 op: kind,
                 collection: op.collection.clone(),
                 steps: first..steps.len(),
-                at,
+                at: places.apply(&written_at),
                 indexed,
                 rejected: None,
                 feature: None,
@@ -150,16 +305,14 @@ pub fn parse(
             Err(err) => {
                 steps.truncate(first);
                 let mut own = Problems::default();
-                match err {
-                    Wrong::Field(pointer, code, message) => own.say(k, pointer, code, message),
-                    Wrong::Body(err, at) => own.absorb(err, k, &at),
-                }
+                own.wrong(err, k);
+                own.listed = own.listed.into_iter().map(|e| places.relocate(e)).collect();
                 if keep_valid {
                     operations.push(Operation {
                         op: kind,
                         collection: op.collection.clone(),
                         steps: first..first,
-                        at,
+                        at: places.apply(&at),
                         indexed: false,
                         rejected: own.listed.into_iter().next(),
                         feature: None,
@@ -190,7 +343,7 @@ pub fn parse(
 }
 
 /// Why an operation cannot be carried out.
-enum Wrong {
+pub(super) enum Wrong {
     /// A problem with the operation itself: pointer, code, message.
     Field(String, &'static str, String),
     /// Problems in its feature(s), reported at this pointer.
@@ -208,6 +361,7 @@ fn read(
     op: &OpIn<'_>,
     kind: Op,
     at: &str,
+    dialect: Dialect,
     steps: &mut Vec<Step>,
 ) -> Result<(String, bool), Wrong> {
     let coll = catalog.get(&op.collection).cloned().ok_or_else(|| {
@@ -226,6 +380,9 @@ fn read(
             format!("'{}' is read-only", coll.id),
         ));
     }
+    if let Some(named) = &op.key_named {
+        check_key_named(&coll, named, at)?;
+    }
     let how = Reading {
         limits,
         ..Reading::default()
@@ -240,8 +397,9 @@ fn read(
             "/if_match",
             "precondition_required",
             format!(
-                "changes to '{}' must say which version they change: give \"if_match\"",
-                coll.id
+                "changes to '{}' must say which version they change: {}",
+                coll.id,
+                dialect.precondition()
             ),
         ));
     }
@@ -253,12 +411,7 @@ fn read(
             "one if_match cannot hold for several features: one delete per id",
         ));
     }
-    let allowed: &[&str] = match kind {
-        Op::Insert => &["feature", "features"],
-        Op::Replace => &["id", "feature"],
-        Op::Update => &["id", "patch"],
-        Op::Delete => &["id", "ids"],
-    };
+    let allowed = dialect.takes(kind);
     let given = [
         ("feature", op.feature.is_some()),
         ("features", op.features.is_some()),
@@ -322,7 +475,10 @@ fn read(
             Ok((format!("{at}{member}"), false))
         }
         Op::Replace | Op::Update => {
-            let id = one_id(op.id, at)?;
+            let (ids, list) = match &op.ids {
+                Some(ids) => (keys(ids, at)?, true),
+                None => (vec![one_id(op.id, at)?], false),
+            };
             let (raw, member, purpose) = match kind {
                 Op::Replace => (op.feature, "/feature", Purpose::Replace),
                 _ => (op.patch, "/patch", Purpose::Patch),
@@ -337,37 +493,37 @@ fn read(
             })?;
             let parsed = parse_item(raw.get().as_bytes(), &coll, purpose, &how)
                 .map_err(|e| Wrong::Body(e, format!("{at}{member}")))?;
-            if let Some(problem) = parsed.changed_id(&coll, &id) {
+            if let Some(problem) = ids.iter().find_map(|id| parsed.changed_id(&coll, id)) {
                 let pointer = format!("{at}{member}{}", problem.pointer);
                 return Err(Wrong::Field(pointer, MALFORMED, problem.message));
             }
             let ItemBody {
                 columns, values, ..
             } = parsed;
-            steps.push(Step {
-                coll: coll.clone(),
-                kind: match kind {
-                    _ if !coll.could_be_key(&id) => StepKind::Missing,
-                    Op::Replace => StepKind::Replace(columns),
-                    _ => StepKind::Update(columns),
-                },
-                id: Some(id),
-                values,
-                if_match,
-                srid: how.crs.srid,
-            });
+            // Several ids (an OGC filter): the same change to each feature.
+            for id in ids {
+                steps.push(Step {
+                    coll: coll.clone(),
+                    kind: match kind {
+                        _ if !coll.could_be_key(&id) => StepKind::Missing,
+                        Op::Replace => StepKind::Replace(columns.clone()),
+                        _ => StepKind::Update(columns.clone()),
+                    },
+                    id: Some(id),
+                    values: values.clone(),
+                    if_match: if_match.clone(),
+                    srid: how.crs.srid,
+                });
+            }
+            if list {
+                return Ok((format!("{at}/ids"), true));
+            }
             Ok((format!("{at}{member}"), false))
         }
         Op::Delete => {
             let (ids, list) = match (op.id, &op.ids) {
                 (Some(id), None) => (vec![one_id(Some(id), at)?], false),
-                (None, Some(ids)) if !ids.is_empty() => (
-                    ids.iter()
-                        .enumerate()
-                        .map(|(i, raw)| key_text(raw, &format!("{at}/ids/{i}")))
-                        .collect::<Result<_, _>>()?,
-                    true,
-                ),
+                (None, Some(ids)) if !ids.is_empty() => (keys(ids, at)?, true),
                 _ => {
                     return Err(field(
                         at,
@@ -418,6 +574,33 @@ fn key_text(raw: &RawValue, pointer: &str) -> Result<String, Wrong> {
         )
     })?;
     Ok(id)
+}
+
+/// The ids of a list at `{at}/ids`, as text.
+fn keys(ids: &[&RawValue], at: &str) -> Result<Vec<String>, Wrong> {
+    ids.iter()
+        .enumerate()
+        .map(|(i, raw)| key_text(raw, &format!("{at}/ids/{i}")))
+        .collect()
+}
+
+/// A filter that names features by `named`: the key column, or `id` (the
+/// GeoJSON member) unless a column other than the key is called so.
+fn check_key_named(coll: &Collection, named: &str, at: &str) -> Result<(), Wrong> {
+    let key = coll.primary_key.map(|pk| coll.columns[pk].name.as_str());
+    let is_key = Some(named) == key || (named == "id" && coll.column_index("id").is_none());
+    if is_key {
+        return Ok(());
+    }
+    Err(field(
+        at,
+        "/key_property",
+        "unsupported_filter",
+        format!(
+            "features are selected by their key ('{}' or 'id'), not by '{named}'",
+            key.unwrap_or("id")
+        ),
+    ))
 }
 
 fn one_id(raw: Option<&RawValue>, at: &str) -> Result<String, Wrong> {

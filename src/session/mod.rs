@@ -8,6 +8,7 @@
 //! sends the rest again: two round trips plus one per failing operation.
 
 pub mod input;
+pub mod ogc;
 pub mod report;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ use crate::write::pipeline::{Call, Calls};
 use crate::write::retry::Retry;
 use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
 use crate::write::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
+use ogc::report::{Names, TransactionResponse};
 use report::{Outcome, SessionReport};
 
 /// What an operation does.
@@ -91,6 +93,42 @@ impl Mode {
             Mode::Atomic => "atomic",
             Mode::Batch => "batch",
             Mode::Skip => "skip",
+        }
+    }
+}
+
+/// Which document a session answers with (and stores under an Idempotency-Key).
+#[derive(Debug, Clone, Copy)]
+pub enum Reply<'a> {
+    /// featurepipe's [`SessionReport`].
+    Report,
+    /// The OGC transaction response ([`ogc::report`]), naming what it reports so.
+    Ogc(Names<'a>),
+}
+
+/// The document a session answers with: its report, in the body's format.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum SessionAnswer {
+    /// To featurepipe's format.
+    Report(SessionReport),
+    /// To an OGC transaction (`application/ogc-tx+json`).
+    Ogc(TransactionResponse),
+}
+
+impl Reply<'_> {
+    /// The answer for `report` of `operations` and `steps`.
+    pub fn document(
+        self,
+        report: SessionReport,
+        operations: &[Operation],
+        steps: &[Step],
+    ) -> SessionAnswer {
+        match self {
+            Reply::Report => SessionAnswer::Report(report),
+            Reply::Ogc(names) => {
+                SessionAnswer::Ogc(ogc::report::response(&report, operations, steps, names))
+            }
         }
     }
 }
@@ -194,6 +232,7 @@ enum Msg {
 pub struct Session<'a> {
     client: &'a TxGuard,
     keyed: Option<Keyed<'a>>,
+    reply: Reply<'a>,
     operations: &'a [Operation],
     steps: &'a [Step],
     statements: Vec<Stmt>,
@@ -212,16 +251,20 @@ pub struct Session<'a> {
 /// unknown outcome, in every mode.
 pub async fn carry_out(
     db: &Database,
-    operations: &[Operation],
-    steps: &[Step],
+    (operations, steps): (&[Operation], &[Step]),
     mode: Mode,
     batch_size: usize,
     idempotency: Option<&Idempotency>,
+    reply: Reply<'_>,
 ) -> Result<SessionReport, Error> {
     let attempt = || async {
-        let report = run(db, operations, steps, mode, batch_size, idempotency).await?;
+        let work = (operations, steps);
+        let report = run(db, work, mode, batch_size, idempotency, reply).await?;
         match report.failure {
-            Some(refusal) if mode == Mode::Atomic => Err(rolled_back(refusal, &report)),
+            Some(refusal) if mode == Mode::Atomic => {
+                let err = rolled_back(refusal, &report);
+                Err(err.with_report(&reply.document(report, operations, steps)))
+            }
             _ => Ok(report),
         }
     };
@@ -230,18 +273,19 @@ pub async fn carry_out(
         Mode::Batch | Mode::Skip => attempt().await?,
     };
     if report.lost_after_commit() {
-        return Err(Error::outcome_unknown().with_report(&report));
+        let document = reply.document(report, operations, steps);
+        return Err(Error::outcome_unknown().with_report(&document));
     }
     Ok(report)
 }
 
 /// The error of an atomic session that failed: its first failure (of an
-/// operation, or at COMMIT), with the report attached. A session whose
-/// connection was lost after COMMIT was sent may have been written: that is
-/// an unknown outcome, never "nothing was written".
+/// operation, or at COMMIT), to which the caller attaches the report. A
+/// session whose connection was lost after COMMIT was sent may have been
+/// written: that is an unknown outcome, never "nothing was written".
 fn rolled_back(refusal: Refusal, report: &SessionReport) -> Error {
     if report.lost_after_commit() {
-        return Error::outcome_unknown().with_report(report);
+        return Error::outcome_unknown();
     }
     let first = report
         .results
@@ -251,24 +295,25 @@ fn rolled_back(refusal: Refusal, report: &SessionReport) -> Error {
         .into_iter()
         .collect();
     let detail = "an operation failed; the session was rolled back and nothing was written";
-    Error::refused(refusal, detail.into(), first).with_report(report)
+    Error::refused(refusal, detail.into(), first)
 }
 
-/// Run a validated session in `mode`, with batches of at most `batch_size` statements.
+/// Run a validated session in `mode`, with batches of at most `batch_size`
+/// statements; under a key, the response stored is `reply`'s document.
 pub async fn run(
     db: &Database,
-    operations: &[Operation],
-    steps: &[Step],
+    (operations, steps): (&[Operation], &[Step]),
     mode: Mode,
     batch_size: usize,
     idempotency: Option<&Idempotency>,
+    reply: Reply<'_>,
 ) -> Result<SessionReport, Error> {
     let client = TxGuard::new(db.connection().await?, db.connector());
     let statements = match idempotency {
         Some(_) => Some(prepare_keyed(&client, db.naming()).await?),
         None => None,
     };
-    let mut session = Session::prepare(&client, db.naming(), operations, steps).await?;
+    let mut session = Session::prepare(&client, db.naming(), operations, steps, reply).await?;
     session.keyed = idempotency
         .zip(statements.as_ref())
         .map(|(idem, statements)| Keyed { idem, statements });
@@ -374,6 +419,7 @@ impl<'a> Session<'a> {
         naming: Naming,
         operations: &'a [Operation],
         steps: &'a [Step],
+        reply: Reply<'a>,
     ) -> Result<Session<'a>, Error> {
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut sqls = Vec::new();
@@ -405,6 +451,7 @@ impl<'a> Session<'a> {
         Ok(Session {
             client,
             keyed: None,
+            reply,
             operations,
             steps,
             statements,
@@ -550,7 +597,9 @@ impl<'a> Session<'a> {
     ) {
         let everything = 0..self.operations.len();
         outcome.finish_transaction(everything.clone(), Some(Ok(Done::Control)), 0..batches);
-        let answer = Answer::json(200, &outcome.clone().report(mode));
+        let report = outcome.clone().report(mode);
+        let document = self.reply.document(report, self.operations, self.steps);
+        let answer = Answer::json(200, &document);
         let stored = store_response_and_commit(self.client, keyed, &answer).await;
         self.client.set_open(false);
         if let Err(e) = stored {

@@ -25,6 +25,7 @@ mod http_details;
 mod idempotency;
 mod key_casts;
 mod ogc_read;
+mod ogc_transactions;
 mod ogc_write;
 mod openapi;
 mod poolers;

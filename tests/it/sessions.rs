@@ -20,7 +20,8 @@ const SETUP: &str = "
       FROM generate_series(1, 10) AS i;
 ";
 
-async fn session(app: &TestApp, mode: &str, operations: Vec<Value>) -> TestResponse {
+/// `operations` as an edit session in `mode`.
+pub async fn session(app: &TestApp, mode: &str, operations: Vec<Value>) -> TestResponse {
     app.send(
         "POST",
         &format!("/transactions?mode={mode}"),
