@@ -168,6 +168,8 @@ def editor(url, key, shot=None):
         use_key(page, key)
         # Create: a point in the middle of the map, with properties.
         page.click("#create")
+        # Drawing starts once the schema is loaded: wait for it, not a fixed time.
+        expect(page.locator("#hint")).to_contain_text("Click on the map")
         box = page.locator("#map").bounding_box()
         centre = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         page.mouse.click(*centre)
@@ -232,6 +234,8 @@ def polygon(url, key):
         page = browser.page(url)
         use_key(page, key)
         page.click("#create")
+        # Drawing starts once the schema is loaded: wait for it, not a fixed time.
+        expect(page.locator("#hint")).to_contain_text("Click on the map")
         expect(page.locator("#hint")).to_have_text("Click on the map to draw it; double-click to finish.")
         box = page.locator("#map").bounding_box()
         x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
