@@ -30,6 +30,7 @@ mod preconditions;
 mod push;
 mod rights;
 mod round_trips;
+mod schemas;
 mod sessions;
 mod settings;
 mod soak;
