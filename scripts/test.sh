@@ -6,10 +6,10 @@ cd "$(dirname "$0")/.."
 . scripts/pg.sh
 
 ensure_postgis
-# Clients nobody here wrote, used by tests/it/clients.rs: GDAL's ogrinfo, and
-# OWSLib in a virtualenv under target/ (built once, like cargo's output); and
-# Playwright there, which drives the Chromium below (tests/it/browser.rs; it
-# downloads no browser of its own).
+# Clients nobody here wrote, used by tests/it/clients.rs and schemas.rs: GDAL's
+# ogrinfo, and OWSLib and python-jsonschema in a virtualenv under target/
+# (built once, like cargo's output); and Playwright there, which drives the
+# Chromium below (tests/it/browser.rs; it downloads no browser of its own).
 ensure_package /usr/bin/ogrinfo gdal-bin
 # Headless Chromium, for the browser tests (tests/it/browser*.rs).
 ensure_package /usr/bin/chromium chromium
@@ -17,9 +17,11 @@ export FEATUREPIPE_TEST_CHROMIUM=/usr/bin/chromium
 # PgBouncer, for tests/it/poolers.rs (started by the tests in both pool modes).
 ensure_package /usr/sbin/pgbouncer pgbouncer
 venv=target/client-venv
-if ! "$venv/bin/python" -c 'import owslib, playwright' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import owslib, playwright, jsonschema' 2>/dev/null; then
     python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install -q 'OWSLib==0.35.0' 'playwright==1.65.2'
+    # `python -m pip`, not bin/pip: a venv copied from another worktree keeps
+    # scripts that name the other one's interpreter, and would install there.
+    "$venv/bin/python" -m pip install -q 'OWSLib==0.35.0' 'playwright==1.65.2' 'jsonschema==4.26.0'
 fi
 export FEATUREPIPE_TEST_PYTHON="$PWD/$venv/bin/python"
 throwaway_cluster fast

@@ -4,7 +4,7 @@
 #![no_main]
 
 use featurepipe::catalog::{Collection, Column, ColumnType, ScalarType};
-use featurepipe::feature::{parse_body, parse_item, Purpose, Reading};
+use featurepipe::feature::{parse_body, parse_item, Handling, Purpose, Reading};
 use featurepipe::geometry::{Crs, GeometryColumn};
 use libfuzzer_sys::fuzz_target;
 
@@ -50,7 +50,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let selector = data.first().copied().unwrap_or(0);
     let mut how = Reading {
-        lenient: selector & 1 != 0,
+        handling: match selector & 9 {
+            0 => Handling::Unspecified,
+            1 => Handling::Lenient,
+            _ => Handling::Strict,
+        },
         keep_valid: selector & 2 != 0,
         ..Reading::default()
     };

@@ -1,6 +1,7 @@
 //! Introspection of the published tables: which tables are collections, and how
 //! each column is typed, defaulted and written.
 
+pub mod checks;
 pub mod live;
 pub mod schema;
 pub mod settings;
@@ -12,6 +13,7 @@ use tokio_postgres::GenericClient;
 
 use crate::db::{quote_ident, StartupError};
 use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
+use checks::{Checks, Kind};
 use settings::{LastModified, Settings};
 
 /// A scalar PostgreSQL type that properties can be coerced into.
@@ -138,6 +140,10 @@ pub struct Column {
     pub identity: Identity,
     /// Stored generated column: never written.
     pub generated: bool,
+    /// Its type is a PostgreSQL enum: values travel as text, cast to the type.
+    pub enum_type: bool,
+    /// What its CHECK constraints (and its domain's) and enum type allow.
+    pub checks: Checks,
 }
 
 impl Column {
@@ -154,6 +160,8 @@ impl Column {
             default: None,
             identity: Identity::None,
             generated: false,
+            enum_type: false,
+            checks: Checks::default(),
         }
     }
 
@@ -197,6 +205,39 @@ pub struct Collection {
     pub read_only: bool,
     /// Whether clients choose keys, as the settings file says (`None`: inferred).
     pub client_keys_setting: Option<bool>,
+    /// Columns the settings file makes read-only (`read_only_properties`).
+    pub read_only_properties: Vec<usize>,
+}
+
+/// Why clients cannot write a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOnly {
+    /// The key, which the database assigns (see [`Collection::assigns_keys`]).
+    AssignedKey,
+    /// A stored generated column.
+    Generated,
+    /// `GENERATED ALWAYS AS IDENTITY`.
+    IdentityAlways,
+    /// The last-modified column, which every change sets to `now()`.
+    LastModified,
+    /// Listed in the settings file's `read_only_properties`.
+    Settings,
+    /// A type featurepipe cannot write, or a geometry other than the feature's.
+    Unwritable,
+}
+
+impl ReadOnly {
+    /// Why, in words that follow "'column' is".
+    pub fn reason(self) -> &'static str {
+        match self {
+            ReadOnly::AssignedKey => "the key, which the database assigns",
+            ReadOnly::Generated => "a generated column",
+            ReadOnly::IdentityAlways => "an identity column GENERATED ALWAYS",
+            ReadOnly::LastModified => "the last-modified time, which every change sets",
+            ReadOnly::Settings => "read-only by the settings file (read_only_properties)",
+            ReadOnly::Unwritable => "of a type featurepipe does not write",
+        }
+    }
 }
 
 impl Collection {
@@ -219,6 +260,7 @@ impl Collection {
             precondition_required: false,
             read_only: false,
             client_keys_setting: None,
+            read_only_properties: Vec::new(),
         }
     }
 
@@ -231,6 +273,58 @@ impl Collection {
             self.client_keys_setting
                 .unwrap_or(!key.has_default() && !key.generated && !self.before_insert_trigger)
         })
+    }
+
+    /// Whether the database assigns keys: the key column has a default, is
+    /// an identity or generated, or a BEFORE INSERT trigger may set it, and
+    /// the settings file does not say that clients choose them.
+    pub fn assigns_keys(&self) -> bool {
+        self.primary_key.is_some_and(|pk| {
+            let key = &self.columns[pk];
+            self.client_keys_setting != Some(true)
+                && (key.has_default() || key.generated || self.before_insert_trigger)
+        })
+    }
+
+    /// Why clients cannot write column `ci`, if they cannot. The feature
+    /// geometry can be written (through the Feature's `geometry`).
+    pub fn read_only(&self, ci: usize) -> Option<ReadOnly> {
+        let col = &self.columns[ci];
+        let other_geometry = matches!(col.ty, ColumnType::Geometry(_)) && ci != self.geometry;
+        Some(if Some(ci) == self.primary_key {
+            return self.assigns_keys().then_some(ReadOnly::AssignedKey);
+        } else if col.generated {
+            ReadOnly::Generated
+        } else if col.identity == Identity::Always {
+            ReadOnly::IdentityAlways
+        } else if col.ty == ColumnType::Unsupported || other_geometry {
+            ReadOnly::Unwritable
+        } else if Some(ci) == self.last_modified {
+            ReadOnly::LastModified
+        } else if self.read_only_properties.contains(&ci) {
+            ReadOnly::Settings
+        } else {
+            return None;
+        })
+    }
+
+    /// Whether every new feature must give column `ci`: it is NOT NULL, has
+    /// no default, is not generated, clients may write it, and no BEFORE
+    /// INSERT trigger may fill it (a trigger does not fill a key clients
+    /// choose by the settings file). A key the database assigns never is.
+    pub fn required(&self, ci: usize) -> bool {
+        let col = &self.columns[ci];
+        let trigger_fills = self.before_insert_trigger && !self.client_keys_of(ci);
+        col.not_null
+            && !col.has_default()
+            && !col.generated
+            && !trigger_fills
+            && self.read_only(ci).is_none()
+    }
+
+    /// Whether `ci` is the key and the settings file says clients choose it.
+    fn client_keys_of(&self, ci: usize) -> bool {
+        Some(ci) == self.primary_key && self.client_keys_setting == Some(true)
     }
 
     /// Tables without a single-column primary key cannot report ids:
@@ -274,16 +368,10 @@ impl Collection {
     }
 
     /// Columns a replace or update leaves as they are, even when the body
-    /// names them: generated and identity columns, types featurepipe cannot
-    /// write, geometries other than the feature's, and the last-modified
-    /// column (set to `now()` instead).
+    /// names them: the [read-only](Self::read_only) ones (the last-modified
+    /// column is set to `now()` instead), and identity columns.
     pub fn kept_on_change(&self, ci: usize) -> bool {
-        let col = &self.columns[ci];
-        col.generated
-            || col.identity != Identity::None
-            || col.ty == ColumnType::Unsupported
-            || (matches!(col.ty, ColumnType::Geometry(_)) && ci != self.geometry)
-            || Some(ci) == self.last_modified
+        self.read_only(ci).is_some() || self.columns[ci].identity != Identity::None
     }
 
     /// The offered CRS a request names (URI, `<URI>` or `[EPSG:n]`).
@@ -352,6 +440,8 @@ impl Catalog {
                 before_insert_trigger: row.get("before_insert_trigger"),
                 row_security: row.get("row_security"),
                 table_comment: row.get("table_comment"),
+                enum_labels: row.get("enum_labels"),
+                checks: row.get("checks"),
             };
             tables
                 .entry((row.get("schema_name"), row.get("table_name")))
@@ -452,6 +542,11 @@ fn apply_settings(
                     })?,
             ),
         };
+        coll.read_only_properties = s
+            .read_only_properties
+            .iter()
+            .map(|name| settable_read_only(coll, name))
+            .collect::<Result<_, _>>()?;
         let codes = s
             .crs
             .iter()
@@ -465,6 +560,26 @@ fn apply_settings(
         extra.insert(id.clone(), codes);
     }
     Ok(extra)
+}
+
+/// The column `name` of `read_only_properties`: one no insert needs a value
+/// for, and not the feature geometry (make the collection read-only instead).
+fn settable_read_only(coll: &Collection, name: &str) -> Result<usize, String> {
+    let id = &coll.id;
+    let ci = coll.column_index(name).ok_or_else(|| {
+        format!("'{id}': read_only_properties names '{name}', which is not a column")
+    })?;
+    if ci == coll.geometry {
+        return Err(format!(
+            "'{id}': read_only_properties names the feature geometry '{name}' (read_only = true makes the whole collection so)"
+        ));
+    }
+    if coll.required(ci) {
+        return Err(format!(
+            "'{id}': read_only_properties names '{name}', which is NOT NULL without a default: no feature could be written"
+        ));
+    }
+    Ok(ci)
 }
 
 /// The EPSG CRSs PostGIS knows among those the collections may offer.
@@ -537,10 +652,16 @@ struct RawColumn {
     before_insert_trigger: bool,
     row_security: bool,
     table_comment: Option<String>,
+    /// The labels of the column's enum type, in order.
+    enum_labels: Option<Vec<String>>,
+    /// Its CHECK constraints and its domain's, as PostgreSQL prints them.
+    checks: Vec<String>,
 }
 
 fn column_type(raw: &RawColumn) -> ColumnType {
     match (raw.base_type.as_str(), raw.element_type.as_deref()) {
+        // An enum's values are strings: sent as text, cast to the type.
+        _ if raw.enum_labels.is_some() => ColumnType::Scalar(ScalarType::Text { max_chars: None }),
         ("geometry", _) => ColumnType::Geometry(GeometryColumn::from_typmod(raw.typmod, false)),
         ("geography", _) => ColumnType::Geometry(GeometryColumn::from_typmod(raw.typmod, true)),
         // Array typmods are the element's (varchar(10)[] keeps 14).
@@ -550,6 +671,18 @@ fn column_type(raw: &RawColumn) -> ColumnType {
         (base, None) => ScalarType::from_pg(base, raw.typmod)
             .map(ColumnType::Scalar)
             .unwrap_or(ColumnType::Unsupported),
+    }
+}
+
+/// How the column's values compare, for reading its constraints.
+fn check_kind(raw: &RawColumn) -> Kind {
+    match (raw.base_type.as_str(), raw.element_type.is_some()) {
+        (_, true) => Kind::Other,
+        _ if raw.enum_labels.is_some() => Kind::Text,
+        ("text" | "varchar", _) => Kind::Text,
+        ("int2" | "int4" | "int8", _) => Kind::Integer,
+        ("float4" | "float8" | "numeric", _) => Kind::Number,
+        _ => Kind::Other,
     }
 }
 
@@ -593,6 +726,13 @@ fn build_collection(
                 _ => Identity::None,
             },
             generated: !r.generated.is_empty(),
+            enum_type: r.enum_labels.is_some(),
+            checks: Checks::read(
+                check_kind(r),
+                &r.column_name,
+                r.enum_labels.as_deref(),
+                &r.checks,
+            ),
         })
         .collect();
     let geometry = columns
@@ -610,6 +750,7 @@ fn build_collection(
         precondition_required: false,
         read_only: false,
         client_keys_setting: None,
+        read_only_properties: Vec::new(),
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

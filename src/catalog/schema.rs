@@ -1,10 +1,18 @@
 //! The JSON Schema of a collection's features, derived from its columns
-//! (OGC API - Features Part 5 conventions: `x-ogc-role`, `readOnly`).
+//! (OGC API - Features Part 5 / Common Part 3, "Returnables and
+//! Receivables"): one schema for what is read and what is written, in which
+//! `readOnly` marks what clients cannot write. Validation enforces what it
+//! publishes (`crate::feature`).
 
 use serde_json::{json, Map, Value};
 
-use super::{Collection, ColumnType, ScalarType};
+use super::checks::{Bound, Checks};
+use super::{Collection, Column, ColumnType, ScalarType};
 use crate::geometry::GeometryType;
+
+/// Every JSON type: what a `json` column, or one of a type featurepipe does
+/// not know, may hold.
+const ANY_JSON: [&str; 6] = ["array", "boolean", "number", "object", "string", "null"];
 
 /// The schema of one scalar value.
 fn scalar(t: ScalarType) -> Value {
@@ -21,7 +29,7 @@ fn scalar(t: ScalarType) -> Value {
         ScalarType::Timestamp | ScalarType::Timestamptz => {
             json!({"type": "string", "format": "date-time"})
         }
-        ScalarType::Json | ScalarType::Jsonb => json!({}),
+        ScalarType::Json | ScalarType::Jsonb => json!({"type": ANY_JSON}),
     }
 }
 
@@ -39,17 +47,73 @@ fn geometry_format(kind: Option<GeometryType>) -> &'static str {
     }
 }
 
-/// The JSON Schema of the features of `coll`, published at `id`.
+/// The schema of a column's values: type (with `"null"` when it may be
+/// NULL, as features are read with a `null` there), format, length, bounds
+/// and the values allowed. A spatial property has a format and no type.
+fn values(col: &Column) -> Value {
+    let mut s = match &col.ty {
+        ColumnType::Scalar(t) => scalar(*t),
+        ColumnType::Array(t) => json!({"type": "array", "items": scalar(*t)}),
+        ColumnType::Geometry(g) => return json!({"format": geometry_format(g.kind)}),
+        ColumnType::Unsupported => json!({"type": ANY_JSON}),
+    };
+    constrain(&mut s, &col.checks);
+    if !col.not_null {
+        match &mut s["type"] {
+            Value::Array(types) if !types.contains(&json!("null")) => types.push(json!("null")),
+            Value::Array(_) => {}
+            one => *one = json!([one.take(), "null"]),
+        }
+        // `enum` holds for null too: a NULL the constraint lets pass is
+        // said apart from the values, so that no `null` is in the schema.
+        if let Some(allowed) = s.as_object_mut().and_then(|s| s.remove("enum")) {
+            s["anyOf"] = json!([{"enum": allowed}, {"type": "null"}]);
+        }
+    }
+    s
+}
+
+/// Add what the column's constraints allow to the schema of its values.
+fn constrain(s: &mut Value, checks: &Checks) {
+    if let Some(allowed) = &checks.allowed {
+        s["enum"] = json!(allowed);
+    }
+    if let Some(b) = &checks.minimum {
+        bound(s, b, ("minimum", "exclusiveMinimum"), |a, b| a > b);
+    }
+    if let Some(b) = &checks.maximum {
+        bound(s, b, ("maximum", "exclusiveMaximum"), |a, b| a < b);
+    }
+}
+
+/// Put bound `b` under `(inclusive, exclusive)` keyword, unless the type's
+/// own bound there is tighter (`tighter(type's, b)`).
+fn bound(
+    s: &mut Value,
+    b: &Bound,
+    (inclusive, exclusive): (&str, &str),
+    tighter: fn(f64, f64) -> bool,
+) {
+    let value = b.value.as_f64().unwrap_or(f64::NAN);
+    let own = s.get(inclusive).and_then(Value::as_f64);
+    if own.is_some_and(|own| tighter(own, value)) {
+        return;
+    }
+    let Some(s) = s.as_object_mut() else { return };
+    if b.exclusive {
+        s.remove(inclusive);
+        s.insert(exclusive.into(), Value::Number(b.value.clone()));
+    } else {
+        s.insert(inclusive.into(), Value::Number(b.value.clone()));
+    }
+}
+
+/// The JSON Schema of the features of `coll`, published at `id`: the
+/// returnables and the receivables in one (`readOnly` where they differ).
 pub fn feature_schema(coll: &Collection, id: &str) -> Value {
     let mut properties = Map::new();
-    let mut required = Vec::new();
     for (ci, col) in coll.columns.iter().enumerate() {
-        let mut s = match &col.ty {
-            ColumnType::Scalar(t) => scalar(*t),
-            ColumnType::Array(t) => json!({"type": "array", "items": scalar(*t)}),
-            ColumnType::Geometry(g) => json!({"format": geometry_format(g.kind)}),
-            ColumnType::Unsupported => json!({}),
-        };
+        let mut s = values(col);
         s["title"] = json!(col.name);
         s["description"] = json!(format!("column of type {}", col.type_sql));
         if ci == coll.geometry {
@@ -58,27 +122,28 @@ pub fn feature_schema(coll: &Collection, id: &str) -> Value {
         if Some(ci) == coll.primary_key {
             s["x-ogc-role"] = json!("id");
         }
-        let read_only = col.generated
-            || col.ty == ColumnType::Unsupported
-            || (Some(ci) == coll.primary_key && col.has_default())
-            || !coll.is_writable();
-        if read_only {
+        if !coll.is_writable() || coll.read_only(ci).is_some() {
             s["readOnly"] = json!(true);
-        }
-        if col.not_null && !col.has_default() && !col.generated {
-            required.push(col.name.clone());
         }
         properties.insert(col.name.clone(), s);
     }
-    json!({
+    let required: Vec<&str> = (0..coll.columns.len())
+        .filter(|&ci| coll.required(ci))
+        .map(|ci| coll.columns[ci].name.as_str())
+        .collect();
+    let mut schema = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": id,
         "type": "object",
-        "title": coll.id,
-        "description": coll.description,
+        "title": coll.title.as_deref().unwrap_or(&coll.id),
         "properties": properties,
         "required": required,
         // Unknown properties are refused with `unknown_property`.
         "additionalProperties": false,
-    })
+    });
+    // No `"description": null`: JSON Schema takes only a string there.
+    if let Some(description) = &coll.description {
+        schema["description"] = json!(description);
+    }
+    schema
 }

@@ -10,6 +10,7 @@
 //! crs = ["http://www.opengis.net/def/crs/EPSG/0/3857"]
 //! read_only = true
 //! client_keys = true              # PUT on a missing id creates it (default: inferred)
+//! read_only_properties = ["checked_by"] # published readOnly; clients may not write them
 //!
 //! [auth]
 //! anonymous = "read:*"            # what callers without credentials may do
@@ -96,6 +97,10 @@ pub struct CollectionSettings {
     /// Whether clients choose keys: PUT on a missing id creates the feature
     /// (default: inferred, see [`crate::catalog::Collection::client_keys`]).
     pub client_keys: Option<bool>,
+    /// Columns clients may not write: published `readOnly`, refused in a new
+    /// feature (ignored under `Prefer: handling=lenient`), kept by PUT and PATCH.
+    #[serde(default)]
+    pub read_only_properties: Vec<String>,
 }
 
 /// `last_modified = "column"` or `last_modified = false`.
@@ -130,6 +135,7 @@ mod tests {
     fn parses_and_rejects_unknown_keys() {
         let s = Settings::parse(
             "[collections.a]\ntitle = \"A\"\nlast_modified = false\n\
+             read_only_properties = [\"x\", \"y\"]\n\
              [collections.\"s.b\"]\nlast_modified = \"changed\"\nprecondition_required = true\n",
         )
         .unwrap();
@@ -138,6 +144,7 @@ mod tests {
             s.collections["a"].last_modified,
             Some(LastModified::Convention(false))
         );
+        assert_eq!(s.collections["a"].read_only_properties, ["x", "y"]);
         assert!(s.collections["s.b"].precondition_required);
         assert!(Settings::parse("[collections.a]\ntitel = \"typo\"").is_err());
     }

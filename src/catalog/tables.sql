@@ -29,6 +29,17 @@ SELECT n.nspname::text AS schema_name,
                   AND (tg.tgtype & 4) <> 0)  -- INSERT
          AS before_insert_trigger,
        c.relrowsecurity AS row_security,
+       -- An enum type's labels, in order.
+       CASE WHEN base.typtype = 'e' THEN
+         ARRAY(SELECT e.enumlabel::text FROM pg_enum e
+                WHERE e.enumtypid = base.oid ORDER BY e.enumsortorder)
+       END AS enum_labels,
+       -- The CHECK constraints on this column alone, and its domain's (on VALUE).
+       ARRAY(SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
+              WHERE k.contype = 'c'
+                AND ((k.conrelid = c.oid AND k.conkey = ARRAY[a.attnum])
+                     OR (t.typtype = 'd' AND k.contypid = t.oid))
+              ORDER BY k.conname) AS checks,
        obj_description(c.oid, 'pg_class') AS table_comment
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace

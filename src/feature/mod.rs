@@ -3,6 +3,7 @@
 //! Everything is checked here, before a connection is taken; every problem is
 //! collected with a JSON pointer so a client can fix a whole request at once.
 
+mod allowed;
 mod cells;
 pub mod coerce;
 mod input;
@@ -10,7 +11,7 @@ pub mod value;
 
 use std::borrow::Cow;
 
-use crate::catalog::{Collection, ColumnType};
+use crate::catalog::{Collection, ColumnType, ReadOnly};
 use crate::error::{Error, ErrorKind, FieldError, MAX_LISTED_ERRORS};
 pub use crate::geometry::MALFORMED;
 use crate::geometry::{encode_geometry, Crs, GeometryIn};
@@ -58,14 +59,29 @@ pub struct ParsedBody {
 pub struct Reading {
     /// The CRS of the geometries (`Content-Crs`).
     pub crs: Crs,
-    /// `Prefer: handling=lenient`: properties the table has no column for are
-    /// ignored instead of refused.
-    pub lenient: bool,
+    /// What is done with properties the published schema does not take.
+    pub handling: Handling,
     /// A FeatureCollection's invalid features are set aside (with their first
     /// problem) instead of refusing the body: `mode=skip`.
     pub keep_valid: bool,
     /// Limits on what one body may hold.
     pub limits: InputLimits,
+}
+
+/// How properties the published schema does not take are handled: `Prefer:
+/// handling` (RFC 7240), as OGC API - Features Part 4 gives it meaning.
+/// Values that do not fit a column are refused whatever it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    /// Not asked for: unknown properties are refused, and so are read-only
+    /// ones in a new feature; a feature written back by PUT or PATCH may
+    /// carry the read-only ones it was read with, which are left as they are.
+    Unspecified,
+    /// `handling=strict`: anything the schema does not take is refused,
+    /// read-only properties in PUT and PATCH too.
+    Strict,
+    /// `handling=lenient`: unknown and read-only properties are ignored.
+    Lenient,
 }
 
 /// Limits on what one request body may hold (each a clear 4xx).
@@ -96,7 +112,7 @@ impl Default for Reading {
     fn default() -> Self {
         Reading {
             crs: Crs::crs84(),
-            lenient: false,
+            handling: Handling::Unspecified,
             keep_valid: false,
             limits: InputLimits::default(),
         }
@@ -310,8 +326,8 @@ struct Validator<'a> {
     rejected: Vec<(usize, FieldError)>,
     /// The column the `k`th property of the previous feature named.
     property_columns: Vec<usize>,
-    /// Columns every feature must give: NOT NULL, no default, not generated,
-    /// and no trigger that may fill them (found once, checked per feature).
+    /// Columns every feature must give ([`Collection::required`]; found
+    /// once, checked per feature).
     required: Vec<usize>,
     /// Problems by code, for the metrics.
     codes: CodeTally,
@@ -363,17 +379,8 @@ impl<'a> Validator<'a> {
             key_property: None,
             rejected: Vec::new(),
             property_columns: Vec::new(),
-            required: coll
-                .columns
-                .iter()
-                .enumerate()
-                .filter(|(_, col)| {
-                    !coll.before_insert_trigger
-                        && col.not_null
-                        && !col.has_default()
-                        && !col.generated
-                })
-                .map(|(ci, _)| ci)
+            required: (0..coll.columns.len())
+                .filter(|&ci| coll.required(ci))
                 .collect(),
             codes: CodeTally::default(),
         }
@@ -529,15 +536,14 @@ impl<'a> Validator<'a> {
         }
         for (k, (name, raw)) in props.iter().enumerate() {
             let Some(ci) = self.column_named(k, name) else {
-                if self.how.lenient {
-                    continue;
+                if self.how.handling != Handling::Lenient {
+                    self.error(
+                        i,
+                        pointer(name, None),
+                        "unknown_property",
+                        format!("the table has no column '{name}'"),
+                    );
                 }
-                self.error(
-                    i,
-                    pointer(name, None),
-                    "unknown_property",
-                    format!("the table has no column '{name}'"),
-                );
                 continue;
             };
             if self.cells.has_property(ci) {
@@ -549,17 +555,29 @@ impl<'a> Validator<'a> {
                 );
                 continue;
             }
-            if self.purpose != Purpose::Create {
-                // A feature read, changed and written back carries what it was
-                // read with: the key (checked against the URL) and the columns
-                // a client cannot set, which are left as they are.
-                if Some(ci) == self.coll.primary_key {
-                    self.key_property = Some(id_text(raw));
-                    continue;
+            // A feature read, changed and written back carries what it was
+            // read with: the key (checked against the URL) and the columns a
+            // client cannot set, which are left as they are.
+            let written_back = self.purpose != Purpose::Create;
+            if written_back && Some(ci) == self.coll.primary_key {
+                self.key_property = Some(id_text(raw));
+                continue;
+            }
+            let kept = written_back && self.coll.kept_on_change(ci);
+            if let Some((code, message)) = self.unwritable(ci) {
+                let ignored = match self.how.handling {
+                    Handling::Lenient => true,
+                    Handling::Strict => false,
+                    Handling::Unspecified => kept,
+                };
+                if !ignored {
+                    self.error(i, pointer(name, None), code, message);
+                    self.cells.set_property(ci, SqlValue::Null);
                 }
-                if self.coll.kept_on_change(ci) {
-                    continue;
-                }
+                continue;
+            }
+            if kept {
+                continue;
             }
             match self.cell(ci, raw) {
                 Ok(v) => self.cells.set_property(ci, v),
@@ -591,6 +609,29 @@ impl<'a> Validator<'a> {
         Some(ci)
     }
 
+    /// Why a property cannot write column `ci` (a code and a message), if it cannot.
+    fn unwritable(&self, ci: usize) -> Option<(&'static str, String)> {
+        let col = &self.coll.columns[ci];
+        if ci == self.coll.geometry {
+            // Even as null: the geometry is the "geometry" member's alone.
+            let message = "the geometry column is written from the Feature's \"geometry\" member";
+            return Some(("read_only", message.into()));
+        }
+        Some(match self.coll.read_only(ci)? {
+            ReadOnly::Unwritable => (
+                "unsupported_type",
+                format!(
+                    "columns of type {} cannot be written by featurepipe",
+                    col.type_sql
+                ),
+            ),
+            why => (
+                "read_only",
+                format!("'{}' is {}: it cannot be written", col.name, why.reason()),
+            ),
+        })
+    }
+
     /// Validate one property value for column `ci`.
     fn cell(
         &self,
@@ -598,21 +639,6 @@ impl<'a> Validator<'a> {
         value: &str,
     ) -> Result<SqlValue, (&'static str, String, Option<usize>)> {
         let col = &self.coll.columns[ci];
-        if col.generated {
-            return Err((
-                "read_only",
-                format!("'{}' is a generated column and cannot be written", col.name),
-                None,
-            ));
-        }
-        if ci == self.coll.geometry {
-            // Even as null: the geometry is the "geometry" member's alone.
-            return Err((
-                "read_only",
-                "the geometry column is written from the Feature's \"geometry\" member".into(),
-                None,
-            ));
-        }
         if value == "null" {
             return if col.not_null && !self.coll.before_insert_trigger {
                 Err(("not_nullable", format!("'{}' is NOT NULL", col.name), None))
@@ -649,6 +675,9 @@ impl<'a> Validator<'a> {
         };
         let value =
             result.map_err(|e| (e.code, format!("'{}': {}", col.name, e.message), e.element))?;
+        if let Some((code, why)) = allowed::violation(&col.checks, &value) {
+            return Err((code, format!("'{}': {why}", col.name), None));
+        }
         match (&value, col.numeric_scale) {
             // A key PostgreSQL would round is stored under another id than the client's.
             (SqlValue::Text(text), Some(scale))

@@ -62,12 +62,21 @@ async fn describe(
         ]
         .concat()
         .into_iter()
-        .chain([base.link(
-            &format!("{path}/schema"),
-            "describedby",
-            "application/schema+json",
-            "Schema of its features",
-        )])
+        .chain([
+            base.link(
+                &format!("{path}/schema"),
+                "describedby",
+                "application/schema+json",
+                "Schema of its features",
+            ),
+            // The same schema, as Part 5 (Common Part 3) has clients find it.
+            base.link(
+                &format!("{path}/schema"),
+                "http://www.opengis.net/def/rel/ogc/1.0/schema",
+                "application/schema+json",
+                "Returnables and receivables of its features",
+            ),
+        ])
         .collect(),
     })
 }
@@ -128,7 +137,7 @@ pub async fn list(
     summary = "JSON Schema of the collection's features, from the catalog",
     operation_id = "schema",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("f" = Option<String>, Query, description = "Output format: json (the only one)")),
-    responses((status = 200, description = "JSON Schema (2020-12) with x-ogc-role and readOnly", content_type = "application/schema+json", body = Object), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "JSON Schema (2020-12) of the returnables and receivables: types, formats, enum and bounds from CHECK constraints and enum types, required, readOnly, x-ogc-role", content_type = "application/schema+json", body = Object), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn schema(
     State(state): State<AppState>,

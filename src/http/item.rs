@@ -18,8 +18,8 @@ use super::problem::{ApiError, Problem, Wrong};
 use super::query_pairs;
 use super::representation::{
     check_writable, created, feature_response, item_allow, item_path, options_response,
-    precondition, precondition_failed, reading, set_preference_applied, unknown_feature,
-    Preferences, Return, FEATURE_TYPES, GEOJSON, PATCH_TYPES,
+    precondition, precondition_failed, reading, refused_as_read, set_preference_applied,
+    unknown_feature, Preferences, Return, FEATURE_TYPES, GEOJSON, PATCH_TYPES,
 };
 use crate::auth::Caller;
 use crate::catalog::Collection;
@@ -29,6 +29,7 @@ use crate::http::app::AppState;
 use crate::read::params::{offered_crs, percent_encode, unknown_parameter};
 use crate::read::{self, plain_etag, StoredFeature};
 use crate::session::Mode;
+use crate::write::idempotency::Idempotency;
 use crate::write::item::{self, Changed, Outcome};
 use crate::write::sql::ItemChange;
 
@@ -231,7 +232,9 @@ async fn item_key(
     .await
 }
 
-/// Validate a PUT or PATCH and make the change, if its preconditions hold.
+/// Read a PUT or PATCH (its body, its Idempotency-Key) and [make the
+/// change](change_as_read); refusals from the body's validation on say
+/// which `handling` it was read with.
 async fn replace_or_update(
     state: &AppState,
     caller: &Caller,
@@ -251,7 +254,29 @@ async fn replace_or_update(
         KeyUse::Replay(response) => return Ok(Attempt::Replayed(response)),
         KeyUse::Write(key) => key,
     };
-    let parsed = item_body(coll, id, &body, purpose, &how)?;
+    change_as_read(
+        state,
+        caller,
+        (coll, id),
+        headers,
+        (&body, purpose, how),
+        key,
+    )
+    .await
+    .map_err(|e| refused_as_read(e, preferences))
+}
+
+/// Validate a PUT or PATCH body as `how` says and make the change, if its
+/// preconditions hold.
+async fn change_as_read(
+    state: &AppState,
+    caller: &Caller,
+    (coll, id): (&Collection, &str),
+    headers: &HeaderMap,
+    (body, purpose, how): (&[u8], Purpose, Reading),
+    key: Option<Idempotency>,
+) -> Result<Attempt, ApiError> {
+    let parsed = item_body(coll, id, body, purpose, &how)?;
     let crs = how.crs;
     let change = match purpose {
         Purpose::Patch => ItemChange::Update(&parsed.columns),
@@ -281,7 +306,7 @@ async fn replace_or_update(
     tag = "Features",
     summary = "Replace a feature: left-out properties take their defaults; creates it (201) where clients choose keys",
     operation_id = "replaceFeature",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
     request_body(description = "The whole feature; an id, if any, must be the URL's", content((Feature = "application/geo+json"), (Feature = "application/json"))),
     responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 201, description = "Created (collections with supportsNonAutogeneratedResourceIds)", content_type = "application/geo+json", body = Feature), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
@@ -322,6 +347,7 @@ pub async fn put(
         } else {
             changed(outcome, &coll, &id, &base, &preferences, &crs)
         };
+    let response = response.map_err(|e| refused_as_read(e, &preferences));
     answer_keyed(keyed, response).await
 }
 
@@ -332,7 +358,7 @@ pub async fn put(
     tag = "Features",
     summary = "Update a feature with a JSON merge patch (RFC 7396): named properties change, null sets NULL, a geometry replaces the old",
     operation_id = "updateFeature",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
     request_body(description = "A merge patch of the feature: properties and/or geometry", content((Feature = "application/merge-patch+json"), (Feature = "application/geo+json"), (Feature = "application/json"))),
     responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
@@ -353,7 +379,8 @@ pub async fn patch(
         Attempt::Replayed(response) => Ok(response),
         Attempt::Made(made) => {
             let (_, Changed { outcome, keyed }, crs) = *made;
-            let response = changed(outcome, &coll, &id, &base, &preferences, &crs);
+            let response = changed(outcome, &coll, &id, &base, &preferences, &crs)
+                .map_err(|e| refused_as_read(e, &preferences));
             answer_keyed(keyed, response).await
         }
     }

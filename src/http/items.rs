@@ -19,8 +19,9 @@ use super::model::{FeatureCollection, FeatureOrCollection};
 use super::problem::{ApiError, Problem};
 use super::query_pairs;
 use super::representation::{
-    check_writable, created, items_allow, options_response, reading, set_content_crs, set_location,
-    set_preference_applied, Preferences, Return, FEATURE_TYPES, GEOJSON,
+    check_writable, created, items_allow, options_response, reading, refused_as_read,
+    set_content_crs, set_location, set_preference_applied, Preferences, Return, FEATURE_TYPES,
+    GEOJSON,
 };
 use super::transactions;
 use crate::auth::Caller;
@@ -156,7 +157,7 @@ pub async fn list(
     tag = "Features",
     summary = "Create one Feature (Part 4) or a whole FeatureCollection (extension: bulk, pipelined, one transaction)",
     operation_id = "createFeatures",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("mode" = Option<String>, Query, description = "For a FeatureCollection: atomic (default, one transaction), batch (each batch commits on its own) or skip (features the database refuses are skipped); batch and skip answer 200 with an edit-session report, one insert operation per feature"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown properties are ignored)"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing; the same key with another body is a 422; one still running is a 409 (atomic mode)"), ("Content-Encoding" = Option<String>, Header, description = "gzip or none; the size limit applies after decompression")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("mode" = Option<String>, Query, description = "For a FeatureCollection: atomic (default, one transaction), batch (each batch commits on its own) or skip (features the database refuses are skipped); batch and skip answer 200 with an edit-session report, one insert operation per feature"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing; the same key with another body is a 422; one still running is a 409 (atomic mode)"), ("Content-Encoding" = Option<String>, Header, description = "gzip or none; the size limit applies after decompression")),
     request_body(description = "A GeoJSON Feature or FeatureCollection", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"))),
     responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature, return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 502, description = "outcome-unknown: the connection to the database was lost after COMMIT was sent; the features may or may not have been written (check first, or retry with the same Idempotency-Key)", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
@@ -194,13 +195,20 @@ pub async fn create(
     let parse_coll = coll.clone();
     let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll, &how))
         .await
-        .map_err(|e| Error::task_failed("parsing the body", &e))??;
+        .map_err(|e| Error::task_failed("parsing the body", &e))?;
+    // From here on, refusals say how the body was read, as successes do.
+    let as_read = move |e: ApiError| refused_as_read(e, &preferences);
+    let parsed = parsed.map_err(|e| as_read(e.into()))?;
     let single = parsed.single;
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.
         let (operations, steps) = session::inserts(&coll, parsed, may_read);
         let key = idempotency.as_ref();
-        return transactions::answer(&state, &operations, &steps, mode, key).await;
+        let mut answer = transactions::answer(&state, &operations, &steps, mode, key)
+            .await
+            .map_err(as_read)?;
+        set_preference_applied(&mut answer, &preferences, false);
+        return Ok(answer);
     }
     let answer = Arc::new(PostAnswer {
         coll: coll.clone(),
@@ -222,7 +230,7 @@ pub async fn create(
         idempotency,
     )
     .await
-    .map_err(|e| e.for_reader(may_read))?;
+    .map_err(|e| as_read(e.for_reader(may_read).into()))?;
     // Keyed: the answer made before COMMIT, as it was stored.
     if let Some(made) = answer
         .made

@@ -13,8 +13,9 @@ use super::model::{Conformance, LandingPage};
 use super::problem::{ApiError, Problem};
 
 /// The conformance classes this service implements. Part 4's classes are
-/// listed under both URI families clients look for. Not `oas30`: the
-/// OpenAPI document is 3.1.
+/// listed under both URI families clients look for, and so are the schema
+/// classes: Part 5 of Features became Part 3 of Common in its drafts. Not
+/// `oas30`: the OpenAPI document is 3.1.
 pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/core",
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/geojson",
@@ -33,6 +34,10 @@ pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/optimistic-locking-timestamps",
     "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/return-resource-representation-in-response",
     "http://www.opengis.net/spec/ogcapi-common-5/1.0/conf/handling",
+    "http://www.opengis.net/spec/ogcapi-features-5/1.0/conf/schemas",
+    "http://www.opengis.net/spec/ogcapi-features-5/1.0/conf/returnables-and-receivables",
+    "http://www.opengis.net/spec/ogcapi-common-3/1.0/conf/schemas",
+    "http://www.opengis.net/spec/ogcapi-common-3/1.0/conf/returnables-and-receivables",
 ];
 
 /// The landing page: where the API, its conformance and its data are.

@@ -10,7 +10,7 @@ use super::links::BaseUrl;
 use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
 use crate::catalog::Collection;
-use crate::feature::{InputLimits, Reading};
+use crate::feature::{Handling, InputLimits, Reading};
 use crate::geometry::Crs;
 use crate::read::params::{offered_crs, percent_encode};
 use crate::read::{plain_etag, StoredFeature};
@@ -107,17 +107,6 @@ pub enum Return {
     Minimal,
     /// `return=representation`: the feature as stored.
     Representation,
-}
-
-/// `Prefer: handling=…` (RFC 7240).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handling {
-    /// Not asked for: strict.
-    Unspecified,
-    /// `handling=strict`: unknown properties are refused.
-    Strict,
-    /// `handling=lenient`: unknown properties are ignored.
-    Lenient,
 }
 
 /// The preferences of a request (RFC 7240), read once from its `Prefer`
@@ -243,8 +232,7 @@ fn unquote(word: &str) -> String {
     value
 }
 
-/// How the body of a write is read: its `Content-Crs`, and `Prefer:
-/// handling=lenient` (unknown properties ignored) or `strict` (the default).
+/// How the body of a write is read: its `Content-Crs`, and `Prefer: handling`.
 pub fn reading(
     headers: &HeaderMap,
     coll: &Collection,
@@ -253,7 +241,7 @@ pub fn reading(
 ) -> Result<Reading, ApiError> {
     Ok(Reading {
         crs: body_crs(headers, coll)?.clone(),
-        lenient: preferences.handling == Handling::Lenient,
+        handling: preferences.handling,
         keep_valid: false,
         limits,
     })
@@ -266,12 +254,28 @@ pub fn set_preference_applied(
     preferences: &Preferences,
     answers_return: bool,
 ) {
-    let applied = preferences.applied(answers_return);
-    if let Ok(v) = HeaderValue::from_str(&applied.join(", ")) {
-        if !applied.is_empty() {
-            response.headers_mut().insert("preference-applied", v);
-        }
+    if let Some(v) = applied_header(preferences, answers_return) {
+        response.headers_mut().insert(PREFERENCE_APPLIED, v);
     }
+}
+
+/// A write refused once its body was read under `preferences`: it says,
+/// as a success would, which `handling` it was read with.
+pub fn refused_as_read(err: ApiError, preferences: &Preferences) -> ApiError {
+    match applied_header(preferences, false) {
+        Some(v) => err.with_header(PREFERENCE_APPLIED, v),
+        None => err,
+    }
+}
+
+const PREFERENCE_APPLIED: header::HeaderName =
+    header::HeaderName::from_static("preference-applied");
+
+/// The `Preference-Applied` value, if anything was applied.
+fn applied_header(preferences: &Preferences, answers_return: bool) -> Option<HeaderValue> {
+    let applied = preferences.applied(answers_return);
+    let value = HeaderValue::from_str(&applied.join(", ")).ok();
+    value.filter(|_| !applied.is_empty())
 }
 
 /// The members of every `name` header (a list of entity tags), trimmed.

@@ -23,6 +23,10 @@ fn param_expr(coll: &Collection, ci: usize, n: usize, srid: i32) -> String {
         }
         // numeric travels as text so that no digit is lost in a float.
         ColumnType::Scalar(ScalarType::Numeric) => format!("${n}::text::numeric"),
+        // Text is not assigned to an enum without a cast.
+        ColumnType::Scalar(ScalarType::Text { .. }) if coll.columns[ci].enum_type => {
+            format!("${n}::text::{}", coll.columns[ci].exact_type_sql)
+        }
         ColumnType::Array(ScalarType::Numeric) => format!("${n}::text[]::numeric[]"),
         ColumnType::Scalar(t) => format!("${n}::{}", t.param_type()),
         ColumnType::Array(t) => format!("${n}::{}[]", t.param_type()),

@@ -89,17 +89,6 @@ async fn absent_takes_the_default_null_is_null() {
 }
 
 #[tokio::test]
-async fn identity_always_can_be_written_explicitly() {
-    let app = TestApp::new(
-        "CREATE TABLE d (id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY, geom geometry)",
-    )
-    .await;
-    let r = app.post("d", &point(0.0, 0.0, json!({"id": 77}))).await;
-    assert_eq!(r.status, 201, "{r:?}");
-    assert_eq!(r.body["ids"], json!([77]));
-}
-
-#[tokio::test]
 async fn trigger_assigned_text_keys_come_back() {
     let app = TestApp::new(
         "CREATE SEQUENCE b_seq;

@@ -34,6 +34,7 @@ mod push;
 mod reload;
 mod rights;
 mod round_trips;
+mod schemas;
 mod sessions;
 mod settings;
 mod soak;

@@ -10,7 +10,7 @@ use crate::support::{create_role, point, settings_file, TestApp, TestResponse};
 
 const SETUP: &str = "
     CREATE TABLE parcels (id serial PRIMARY KEY, name text, secret text,
-                          area int CONSTRAINT positive_area CHECK (area > 0),
+                          area int CONSTRAINT positive_area CHECK (sign(area) = 1),
                           code text UNIQUE, geom geometry(Point, 4326));
     INSERT INTO parcels (name, secret, area, code, geom)
         VALUES ('first', 'TOPSECRET', 5, 'c1', 'SRID=4326;POINT(1 2)');

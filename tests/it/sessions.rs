@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::support::{collection, point, via_proxy, TestApp, TestDb, TestResponse};
 
 const SETUP: &str = "
-    CREATE TABLE pts (id serial PRIMARY KEY, name text NOT NULL, n int CHECK (n >= 0),
+    CREATE TABLE pts (id serial PRIMARY KEY, name text NOT NULL, n int CHECK (abs(n) = n),
                       note text DEFAULT 'fresh', updated_at timestamptz,
                       geom geometry(Point, 4326));
     CREATE TABLE roads (gid serial PRIMARY KEY, name text UNIQUE,
