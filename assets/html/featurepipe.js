@@ -250,7 +250,24 @@
   let editing = null;
   let opening = 0;
 
-  const kindOf = (def) => (['integer', 'number', 'boolean', 'string'].includes(def.type) ? def.type : 'json');
+  /** The one JSON type a property takes besides null: from `type` (a name or
+   *  a list with "null"), from the values of an `enum`, or from the branch of
+   *  an `anyOf` that is not null (a nullable enum). */
+  function typeOf(def) {
+    const types = [def.type].flat().filter((t) => t && t !== 'null');
+    if (types.length === 1) return types[0];
+    if (Array.isArray(def.enum)) {
+      const kinds = new Set(def.enum.filter((v) => v !== null).map((v) => typeof v));
+      if (kinds.size === 1) return [...kinds][0];
+    }
+    const branches = (def.anyOf || []).filter((d) => d.type !== 'null');
+    return branches.length === 1 ? typeOf(branches[0]) : undefined;
+  }
+
+  const kindOf = (def) => {
+    const type = typeOf(def);
+    return ['integer', 'number', 'boolean', 'string'].includes(type) ? type : 'json';
+  };
 
   /** An input for a property of this schema; numbers are typed as text, so
    *  that what is not one reaches the API, which says what is wrong. */

@@ -29,7 +29,9 @@ async fn backend_terminated_mid_request() {
                 .collect(),
         );
         let killer = async {
-            // Terminate the service's backend once it is writing into `big`.
+            // Terminate the service's backend once it is writing into `big`
+            // (active: an idle connection's last query may be such a write too,
+            // and killing it would fail the next request, not this one).
             for _ in 0..2000 {
                 let killed = app
                     .db
@@ -37,6 +39,7 @@ async fn backend_terminated_mid_request() {
                     .query(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
                           WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                            AND state = 'active' \
                             AND (query LIKE 'INSERT INTO%big%' OR query LIKE 'COPY%big%')",
                         &[],
                     )
