@@ -13,15 +13,15 @@ use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove
 use tower_http::compression::CompressionLayer;
 use tower_http::decompression::RequestDecompressionLayer;
 
+use super::representation::{tag_members, unquoted};
+use crate::read::{plain_etag, TAGGED_CODINGS};
+
 /// The content codings the API decodes in request bodies, for `Accept-Encoding`.
 pub const DECODED: &str = "gzip, deflate, br, zstd";
 
 /// Bodies smaller than this are sent as they are: compressing them saves
 /// less than it costs.
 const SMALLEST_COMPRESSED: u64 = 1024;
-
-/// The codings a compressed answer may have, as they suffix its `ETag`.
-const CODINGS: [&str; 3] = ["gzip", "br", "zstd"];
 
 /// Compression of responses: gzip, br and zstd, whichever `Accept-Encoding`
 /// prefers; bodies of known size under [`SMALLEST_COMPRESSED`] bytes and
@@ -58,7 +58,7 @@ pub async fn tag_codings(mut request: Request, next: Next) -> Response {
     let coding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
-        .and_then(|c| CODINGS.into_iter().find(|known| *known == c));
+        .and_then(|c| TAGGED_CODINGS.into_iter().find(|known| *known == c));
     let tagged = match (coding, status) {
         (Some(coding), _) => etag_with(headers.get(header::ETAG), coding),
         // A 304 names the representation the client holds: the one its
@@ -105,12 +105,9 @@ fn held_representation(
 ) -> Option<HeaderValue> {
     let etag = headers.get(header::ETAG)?.to_str().ok()?;
     let inner = etag.strip_prefix('"')?.strip_suffix('"')?;
-    if_none_match?
-        .to_str()
-        .ok()?
-        .split(',')
-        .map(|member| member.trim().trim_start_matches("W/").trim_matches('"'))
-        .find(|member| crate::read::plain_etag(member) == inner && *member != inner)
+    tag_members(if_none_match?.to_str().ok()?)
+        .map(|member| unquoted(member, true))
+        .find(|member| plain_etag(member) == inner && *member != inner)
         .and_then(|member| HeaderValue::from_str(&format!("\"{member}\"")).ok())
 }
 

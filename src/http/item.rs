@@ -17,9 +17,10 @@ use super::model::Feature;
 use super::problem::{ApiError, Problem, Wrong};
 use super::query_pairs;
 use super::representation::{
-    check_writable, created, feature_response, item_allow, item_path, options_response,
-    precondition, precondition_failed, reading, refused_as_read, set_preference_applied,
-    unknown_feature, Preferences, Return, FEATURE_TYPES, GEOJSON, PATCH_TYPES,
+    check_writable, created, entity_tags, feature_response, item_allow, item_path,
+    options_response, precondition, precondition_failed, reading, refused_as_read,
+    set_preference_applied, unknown_feature, Preferences, Return, FEATURE_TYPES, GEOJSON,
+    PATCH_TYPES,
 };
 use crate::auth::Caller;
 use crate::catalog::Collection;
@@ -27,7 +28,7 @@ use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{offered_crs, percent_encode, unknown_parameter};
-use crate::read::{self, plain_etag, StoredFeature};
+use crate::read::{self, StoredFeature};
 use crate::session::Mode;
 use crate::write::idempotency::Idempotency;
 use crate::write::item::{self, Changed, Outcome};
@@ -68,10 +69,9 @@ pub async fn get(
         return Ok(page(&state, &base, &coll, &id, &stored));
     }
     let tag = format!("\"{}\"", stored.etag);
-    let not_modified = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| none_match(t.trim(), &stored.etag)));
+    // Weak comparison (RFC 9110 13.1.2): `W/"x"` matches `"x"`.
+    let not_modified =
+        entity_tags(&headers, header::IF_NONE_MATCH, true).any(|t| t == "*" || t == stored.etag);
     if not_modified {
         let mut response = StatusCode::NOT_MODIFIED.into_response();
         if let Ok(v) = HeaderValue::from_str(&tag) {
@@ -117,13 +117,6 @@ fn page(
         geojson_url: format!("{}{}", base.0, with_format(&path, Format::Json)),
     };
     pages::features(&Site::new(state, base), &format!("Feature {id}"), &view)
-}
-
-/// Whether one `If-None-Match` member matches the current `tag`: `*`, or the
-/// tag under weak comparison (RFC 9110 13.1.2), so `W/"x"` matches `"x"`.
-fn none_match(member: &str, etag: &str) -> bool {
-    let member = member.strip_prefix("W/").unwrap_or(member);
-    member == "*" || plain_etag(member.trim_matches('"')) == etag
 }
 
 /// Validate a PUT or PATCH body; its `id`, if any, must be the URL's.

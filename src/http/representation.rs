@@ -278,22 +278,42 @@ fn applied_header(preferences: &Preferences, answers_return: bool) -> Option<Hea
     value.filter(|_| !applied.is_empty())
 }
 
-/// The members of every `name` header (a list of entity tags), trimmed.
-fn tags_in(headers: &HeaderMap, name: header::HeaderName) -> impl Iterator<Item = &str> {
+/// The members of one list of entity tags (`"a", W/"b"`), trimmed.
+pub fn tag_members(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|t| !t.is_empty())
+}
+
+/// An entity tag without its quotes; under weak comparison (`weak`,
+/// If-None-Match) also without `W/`, while under strong comparison a weak
+/// tag keeps it, and so matches no tag of the service.
+pub fn unquoted(member: &str, weak: bool) -> &str {
+    let member = match weak {
+        true => member.strip_prefix("W/").unwrap_or(member),
+        false => member,
+    };
+    member.trim_matches('"')
+}
+
+/// The stored features' tags named by every `name` header (see
+/// [`unquoted`] and [`plain_etag`]); `*` stays `*`.
+pub fn entity_tags(
+    headers: &HeaderMap,
+    name: header::HeaderName,
+    weak: bool,
+) -> impl Iterator<Item = &str> {
     headers
         .get_all(name)
         .into_iter()
-        .flat_map(|v| v.to_str().unwrap_or("").split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
+        .flat_map(|v| tag_members(v.to_str().unwrap_or("")))
+        .map(move |member| plain_etag(unquoted(member, weak)))
 }
 
 /// `If-Match`, `If-Unmodified-Since` and `If-None-Match` of a request to
 /// change a feature of `coll`; 428 when the collection requires one of the
 /// first two (or `If-None-Match: *`) and there is none.
 pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Precondition, ApiError> {
-    let tags: Vec<String> = tags_in(headers, header::IF_MATCH)
-        .map(|t| plain_etag(t.trim_matches('"')).to_owned())
+    let tags: Vec<String> = entity_tags(headers, header::IF_MATCH, false)
+        .map(str::to_owned)
         .collect();
     let if_match = headers.contains_key(header::IF_MATCH).then_some(tags);
     // An invalid date is ignored, and so is the date when If-Match is given
@@ -304,9 +324,8 @@ pub fn precondition(headers: &HeaderMap, coll: &Collection) -> Result<Preconditi
         .and_then(|v| DateTime::parse_from_rfc2822(v.to_str().ok()?).ok())
         .map(|d| d.with_timezone(&Utc));
     let if_none_match = headers.contains_key(header::IF_NONE_MATCH).then(|| {
-        tags_in(headers, header::IF_NONE_MATCH)
-            .map(|t| t.strip_prefix("W/").unwrap_or(t).trim_matches('"'))
-            .map(|t| plain_etag(t).to_owned())
+        entity_tags(headers, header::IF_NONE_MATCH, true)
+            .map(str::to_owned)
             .collect()
     });
     let only_create = if_none_match

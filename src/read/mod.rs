@@ -28,13 +28,16 @@ pub struct StoredFeature {
     pub last_modified: Option<DateTime<Utc>>,
 }
 
+/// The content codings an entity tag may name (`<tag>-gzip`), as the
+/// compressed answers that carry it.
+pub const TAGGED_CODINGS: [&str; 3] = ["gzip", "br", "zstd"];
+
 /// The feature's own entity tag in `tag`: one that names a content coding
-/// (`<tag>-gzip`, `-br`, `-zstd`, as compressed answers send it) names the
-/// same stored feature.
+/// ([`TAGGED_CODINGS`]) names the same stored feature.
 pub fn plain_etag(tag: &str) -> &str {
-    ["-gzip", "-br", "-zstd"]
+    TAGGED_CODINGS
         .into_iter()
-        .find_map(|coding| tag.strip_suffix(coding))
+        .find_map(|coding| tag.strip_suffix(coding)?.strip_suffix('-'))
         .unwrap_or(tag)
 }
 

@@ -300,7 +300,7 @@ fn rolled_back(refusal: Refusal, report: &SessionReport) -> Error {
 
 /// Run a validated session in `mode`, with batches of at most `batch_size`
 /// statements; under a key, the response stored is `reply`'s document.
-pub async fn run(
+async fn run(
     db: &Database,
     (operations, steps): (&[Operation], &[Step]),
     mode: Mode,
