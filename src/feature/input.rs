@@ -101,6 +101,43 @@ fn features<'a>(
     Ok(FeatureList::Array)
 }
 
+/// A member of a body's top level, as the streamed reading of a
+/// FeatureCollection meets it (see [`super::stream`]).
+pub enum TopMember {
+    /// `type`, and what it says.
+    Type(Kind),
+    /// `features`: the reader is at its value.
+    Features,
+    /// Any other member, read for its syntax.
+    Other,
+}
+
+/// Read the next member of the body's top level (`None` after its closing
+/// brace) as [`read_body`] reads it, keeping nothing that borrows the text.
+pub fn top_member(
+    r: &mut Reader<'_>,
+    first: &mut bool,
+    max_positions: usize,
+) -> Read<Option<TopMember>> {
+    let Some(name) = r.member_named(first, &BODY_MEMBERS)? else {
+        return Ok(None);
+    };
+    if name == FEATURES {
+        return Ok(Some(TopMember::Features));
+    }
+    let mut members = FeatureIn::default();
+    members.member(name, r, max_positions, &mut Vec::new())?;
+    Ok(Some(match members.kind {
+        Some(kind) => TopMember::Type(kind),
+        None => TopMember::Other,
+    }))
+}
+
+/// Read the next element of a `features` array as [`read_body`] does.
+pub fn feature_element<'a>(r: &mut Reader<'a>, max_positions: usize) -> Read<FeatureIn<'a>> {
+    FeatureIn::read(r, max_positions, &mut Vec::new())
+}
+
 /// What the `type` member of a GeoJSON object says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -7,6 +7,7 @@ mod allowed;
 mod cells;
 pub mod coerce;
 mod input;
+pub mod stream;
 pub mod value;
 
 use std::borrow::Cow;
@@ -145,13 +146,7 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     })
     .map_err(|e| invalid_json(&e.describe(body)))?;
     if too_many {
-        return Err(Error::new(
-            ErrorKind::TooManyFeatures,
-            format!(
-                "the body has more than {} features (FEATUREPIPE_MAX_FEATURES); send it in parts",
-                how.limits.features
-            ),
-        ));
+        return Err(too_many_features(how.limits.features));
     }
     let kind = top.members.kind;
     let single = if kind == Some(Kind::Feature) {
@@ -281,12 +276,25 @@ fn invalid_json(problem: &str) -> Error {
 
 /// UTF-8 is checked once, so that no later pass checks it again.
 fn utf8(body: &[u8]) -> Result<&str, Error> {
-    std::str::from_utf8(body).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidJson,
-            format!("the body is not UTF-8: {e}"),
-        )
-    })
+    std::str::from_utf8(body).map_err(|e| not_utf8(&e.to_string()))
+}
+
+/// The error of a body that is not UTF-8, for `why` as `std::str::Utf8Error` says it.
+fn not_utf8(why: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidJson,
+        format!("the body is not UTF-8: {why}"),
+    )
+}
+
+/// The error of a body with more than `limit` features.
+fn too_many_features(limit: usize) -> Error {
+    Error::new(
+        ErrorKind::TooManyFeatures,
+        format!(
+            "the body has more than {limit} features (FEATUREPIPE_MAX_FEATURES); send it in parts"
+        ),
+    )
 }
 
 fn not_geojson() -> Error {

@@ -81,6 +81,21 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A reader at the start of `text`, which is nested `depth` levels deep
+    /// in a larger document (a part of a body read as it arrives): the
+    /// nesting limit counts the levels around it.
+    pub fn nested(text: &'a str, depth: u32) -> Self {
+        Reader {
+            depth,
+            ..Reader::new(text)
+        }
+    }
+
+    /// Bytes of the text read so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     #[cold]
     #[inline(never)]
     fn fail<T>(&mut self, what: &'static str) -> Read<T> {
