@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test soak fuzz bench bench-quick bench-parse build lint fmt openapi screenshots
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-parse build lint fmt openapi screenshots
 
 run:
 	scripts/dev.sh
@@ -45,3 +45,7 @@ fmt:
 # Regenerate the committed OpenAPI document from the code (a test checks they agree).
 openapi:
 	cargo run --quiet -- openapi > openapi/featurepipe.json
+
+# The streaming test of a 500 MB gzip body (tests/it/streaming.rs), in a release build.
+test-huge:
+	scripts/test.sh --release --test it -- streaming::a_500_mb --ignored --nocapture

@@ -78,6 +78,11 @@ pub struct Config {
     /// parsed); a request waits up to FEATUREPIPE_POOL_WAIT for room, then 503.
     #[arg(long, env = "FEATUREPIPE_BODY_MEMORY", default_value = "512MiB", value_parser = parse_bytes)]
     pub body_memory: usize,
+    /// Bodies up to this size are read whole before they are parsed; a
+    /// larger FeatureCollection (atomic mode) is parsed, validated and
+    /// written batch by batch as it arrives.
+    #[arg(long, env = "FEATUREPIPE_STREAM_AFTER", default_value = "8MiB", value_parser = parse_bytes)]
+    pub stream_after: usize,
     /// The URL clients reach the service at (e.g. behind a proxy), used in
     /// links; by default `http://` and the request's Host header.
     #[arg(long, env = "FEATUREPIPE_PUBLIC_URL")]

@@ -35,6 +35,8 @@ pub struct AppState {
     pub max_body: usize,
     /// Memory shared by the bodies of all requests.
     pub body_room: super::body::BodyRoom,
+    /// Bodies larger than this are written as they arrive (atomic mode).
+    pub stream_after: usize,
     /// The URL clients reach the service at, for links; else taken from `Host`.
     pub public_url: Option<String>,
     /// How long Idempotency-Keys are remembered.
@@ -117,6 +119,7 @@ impl AppState {
             write: config.write_options(),
             max_body: config.max_body,
             body_room: super::body::BodyRoom::new(config.body_memory, config.pool_wait),
+            stream_after: config.stream_after,
             public_url: config.public_url.clone(),
             idempotency_ttl: config.idempotency_ttl,
             input_limits: config.input_limits(),

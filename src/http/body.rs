@@ -3,13 +3,15 @@
 use axum::body::Body;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::http::{HeaderName, HeaderValue};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Value;
 
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio_util::task::AbortOnDropHandle;
 
 use super::encoding::DECODED;
 use super::problem::{ApiError, Wrong};
@@ -17,7 +19,9 @@ use crate::auth::Caller;
 use crate::error::Error;
 use crate::http::app::AppState;
 use crate::session::Mode;
-use crate::write::idempotency::{lookup, request_hash, Answer, Idempotency, Stored};
+use crate::write::idempotency::{
+    lookup, request_hash, Answer, Idempotency, RequestHasher, Respond, Stored,
+};
 use crate::write::item::KeyedItem;
 
 /// Memory for request bodies, shared by every request
@@ -108,18 +112,12 @@ pub async fn read_body(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<BodyBytes, ApiError> {
-    let (max, timeout, room) = (state.max_body, state.upload_timeout, &state.body_room);
-    // A stalled upload must not hold its task and buffer for ever.
-    tokio::time::timeout(timeout, read_all(headers, body, max, room))
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                Wrong::UploadTimeout,
-                format!(
-                    "the body did not arrive within {timeout:?} (FEATUREPIPE_UPLOAD_TIMEOUT); nothing was written"
-                ),
-            )
-        })?
+    let mut receiving = Receiving::new(state, headers, body, None)?;
+    let (buf, held) = receiving.hold_up_to(&state.body_room, usize::MAX).await?;
+    Ok(BodyBytes {
+        bytes: buf,
+        _held: held,
+    })
 }
 
 /// The largest buffer a `Content-Length` alone makes us allocate before the
@@ -134,54 +132,197 @@ fn too_large(max: usize) -> ApiError {
     )
 }
 
-async fn read_all(
-    headers: &HeaderMap,
-    body: Body,
+/// A request body as it arrives: its bytes counted against the size limit,
+/// the time spent waiting for them against the upload timeout (time spent
+/// writing what has arrived is not the client's), and hashed for its
+/// Idempotency-Key when it has one.
+struct Receiving {
+    chunks: axum::body::BodyDataStream,
     max: usize,
-    room: &BodyRoom,
-) -> Result<BodyBytes, ApiError> {
-    refuse_unknown_encoding(headers)?;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large(max));
+    received: usize,
+    /// Bytes the client announced (`Content-Length`), if it did.
+    declared: Option<usize>,
+    timeout: Duration,
+    waited: Duration,
+    hasher: Option<RequestHasher>,
+}
+
+impl Receiving {
+    /// Receive `body` within the state's limits (413 at once when its
+    /// `Content-Length` is over).
+    fn new(
+        state: &AppState,
+        headers: &HeaderMap,
+        body: Body,
+        hasher: Option<RequestHasher>,
+    ) -> Result<Self, ApiError> {
+        refuse_unknown_encoding(headers)?;
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > state.max_body) {
+            return Err(too_large(state.max_body));
+        }
+        Ok(Receiving {
+            chunks: body.into_data_stream(),
+            max: state.max_body,
+            received: 0,
+            declared,
+            timeout: state.upload_timeout,
+            waited: Duration::ZERO,
+            hasher,
+        })
     }
-    // Room is held for bytes received, never for bytes announced: a client
-    // that announces a large body and sends nothing holds nothing.
-    let mut held = Held::default();
-    let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(CAPACITY_HINT));
-    let mut chunks = body.into_data_stream();
-    while let Some(chunk) = chunks.next().await {
+
+    /// The next bytes, or `None` at the end of the body.
+    async fn next(&mut self) -> Result<Option<Bytes>, ApiError> {
+        let started = Instant::now();
+        let left = self.timeout.saturating_sub(self.waited);
+        let chunk = tokio::time::timeout(left, self.chunks.next()).await;
+        self.waited += started.elapsed();
+        // A stalled upload must not hold its task and buffer for ever.
+        let Ok(chunk) = chunk else {
+            return Err(ApiError::new(
+                Wrong::UploadTimeout,
+                format!(
+                    "the body did not arrive within {:?} (FEATUREPIPE_UPLOAD_TIMEOUT); nothing was written",
+                    self.timeout
+                ),
+            ));
+        };
+        let Some(chunk) = chunk else {
+            return Ok(None);
+        };
         let chunk = chunk.map_err(|e| {
             ApiError::new(
                 Wrong::UnreadableBody,
                 format!("cannot read the request body: {e}"),
             )
         })?;
-        append(room, &mut held, &mut buf, &chunk, max).await?;
+        if self.received + chunk.len() > self.max {
+            return Err(too_large(self.max));
+        }
+        self.received += chunk.len();
+        if let Some(hasher) = &mut self.hasher {
+            hasher.update(&chunk);
+        }
+        Ok(Some(chunk))
     }
-    Ok(BodyBytes {
-        bytes: buf,
-        _held: held,
-    })
+
+    /// Read into one buffer until the body ends or holds more than `most`
+    /// bytes, holding room for them in `room` as they arrive. Room is held
+    /// for bytes received, never for bytes announced: a client that
+    /// announces a large body and sends nothing holds nothing.
+    async fn hold_up_to(
+        &mut self,
+        room: &BodyRoom,
+        most: usize,
+    ) -> Result<(Vec<u8>, Held), ApiError> {
+        let mut held = Held::default();
+        let mut buf = Vec::with_capacity(self.declared.unwrap_or(0).min(CAPACITY_HINT));
+        while buf.len() <= most {
+            let Some(chunk) = self.next().await? else {
+                break;
+            };
+            room.hold(&mut held, buf.len() + chunk.len()).await?;
+            buf.extend_from_slice(&chunk);
+        }
+        Ok((buf, held))
+    }
+
+    /// The hash of the request, once the whole body has been received.
+    fn hash(self) -> Option<String> {
+        self.hasher.map(RequestHasher::finish)
+    }
 }
 
-/// Append `data` to `buf` (at most `max` bytes), first holding room for
-/// all of `buf` with it.
-async fn append(
-    room: &BodyRoom,
-    held: &mut Held,
-    buf: &mut Vec<u8>,
-    data: &[u8],
-    max: usize,
-) -> Result<(), ApiError> {
-    if buf.len() + data.len() > max {
-        return Err(too_large(max));
+/// A request body, whole or arriving.
+pub enum Incoming {
+    /// Read whole (it ended before [`AppState::stream_after`] bytes), with
+    /// the request's hash when it has an Idempotency-Key.
+    Whole(BodyBytes, Option<String>),
+    /// Larger: its first bytes, then the rest as it comes.
+    Streaming(StreamedBody),
+}
+
+/// A body read as it arrives: its first bytes, then the rest through a
+/// channel, read by a task of its own that applies the limits to the end
+/// of the body whoever reads it.
+pub struct StreamedBody {
+    /// The bytes received before streaming began.
+    pub head: Bytes,
+    /// The bytes after them, as they come.
+    pub rest: mpsc::Receiver<Bytes>,
+    /// How the body ended: the request's hash when it has an
+    /// Idempotency-Key, or why it was refused.
+    pub received: AbortOnDropHandle<Result<Option<String>, ApiError>>,
+    /// Room held for the head, as for the batches of the write.
+    _held: Held,
+}
+
+impl StreamedBody {
+    /// Wait for the end of the body, its bytes after the head dropped.
+    pub async fn end(self) -> Result<Option<String>, ApiError> {
+        drop(self.rest);
+        received(self.received).await
     }
-    room.hold(held, buf.len() + data.len()).await?;
-    buf.extend_from_slice(data);
-    Ok(())
+}
+
+/// How a body read by the task `reading` ended.
+pub async fn received(
+    reading: AbortOnDropHandle<Result<Option<String>, ApiError>>,
+) -> Result<Option<String>, ApiError> {
+    reading
+        .await
+        .map_err(|e| ApiError::from(Error::task_failed("reading the body", &e)))?
+}
+
+/// Chunks of a streamed body waiting to be parsed.
+const CHUNKS_AHEAD: usize = 16;
+
+/// Read a body whole if it ends within `state.stream_after` bytes, else
+/// hand it on as it arrives (its limits checked as [`read_body`] checks
+/// them, its hash taken with `hasher` if given).
+pub async fn read_or_stream(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    hasher: Option<RequestHasher>,
+) -> Result<Incoming, ApiError> {
+    let mut receiving = Receiving::new(state, headers, body, hasher)?;
+    let (head, held) = receiving
+        .hold_up_to(&state.body_room, state.stream_after)
+        .await?;
+    if head.len() <= state.stream_after {
+        let hash = receiving.hash();
+        return Ok(Incoming::Whole(
+            BodyBytes {
+                bytes: head,
+                _held: held,
+            },
+            hash,
+        ));
+    }
+    let (tx, rx) = mpsc::channel(CHUNKS_AHEAD);
+    let received = AbortOnDropHandle::new(tokio::spawn(async move {
+        let mut reader = Some(tx);
+        while let Some(chunk) = receiving.next().await? {
+            // A reader gone (the body is refused, or replayed) leaves the
+            // rest to be received for its limits and its hash only.
+            if let Some(tx) = &reader {
+                if tx.send(chunk).await.is_err() {
+                    reader = None;
+                }
+            }
+        }
+        Ok(receiving.hash())
+    }));
+    Ok(Incoming::Streaming(StreamedBody {
+        head: Bytes::from(head),
+        rest: rx,
+        received,
+        _held: held,
+    }))
 }
 
 /// A `Content-Encoding` left on the request is one the decompression layer
@@ -256,30 +397,88 @@ pub async fn idempotency(
     body: &[u8],
     mode: Mode,
 ) -> Result<KeyUse, ApiError> {
-    let Some(key) = idempotency_key(headers)? else {
+    let Some(found) = look_up_key(state, caller, headers).await? else {
         return Ok(KeyUse::Write(None));
+    };
+    let hash = request_hash(method, target, &hashed_headers(headers), body);
+    found.settle(hash, mode)
+}
+
+/// An `Idempotency-Key` looked up before the request's hash is known.
+pub struct FoundKey {
+    /// The key, its hash still to be set.
+    idempotency: Idempotency,
+    stored: Option<Stored>,
+}
+
+impl FoundKey {
+    /// Whether the key has a stored response (the body then only needs hashing).
+    pub fn has_response(&self) -> bool {
+        self.stored.is_some()
+    }
+
+    /// The key to write under once the request's hash is known, answered by `respond`.
+    pub fn idempotency(self, respond: Arc<dyn Respond>) -> Idempotency {
+        Idempotency {
+            respond: Some(respond),
+            ..self.idempotency
+        }
+    }
+
+    /// With the request's `hash`: replay the stored response (or refuse a
+    /// different request under the key), or write under it.
+    pub fn settle(self, hash: String, mode: Mode) -> Result<KeyUse, ApiError> {
+        if let Some(stored) = self.stored {
+            return replay(stored, &hash).map(KeyUse::Replay);
+        }
+        if mode == Mode::Batch {
+            return Err(ApiError::new(
+                Wrong::IdempotencyUnsupported,
+                "Idempotency-Key is not taken with mode=batch: its batches commit one by one, so \
+                 a retry could not be all or nothing; use mode=atomic or mode=skip",
+            ));
+        }
+        Ok(KeyUse::Write(Some(Idempotency {
+            hash,
+            ..self.idempotency
+        })))
+    }
+}
+
+/// The request's `Idempotency-Key` and its stored response, if it has a key.
+pub async fn look_up_key(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+) -> Result<Option<FoundKey>, ApiError> {
+    let Some(key) = idempotency_key(headers)? else {
+        return Ok(None);
     };
     // Keys are the caller's own: another caller's key, the same or not, is
     // another key, and its response is never theirs.
     let key = caller.own_key(&key);
-    let hash = request_hash(method, target, &hashed_headers(headers), body);
-    if let Some(stored) = lookup(&state.db, &key, state.idempotency_ttl).await? {
-        return replay(stored, &hash).map(KeyUse::Replay);
-    }
-    if mode == Mode::Batch {
-        return Err(ApiError::new(
-            Wrong::IdempotencyUnsupported,
-            "Idempotency-Key is not taken with mode=batch: its batches commit one by one, so \
-             a retry could not be all or nothing; use mode=atomic or mode=skip",
-        ));
-    }
-    Ok(KeyUse::Write(Some(Idempotency {
-        key,
-        hash,
-        ttl: state.idempotency_ttl,
-        respond: None,
-        role: caller.role.clone(),
-    })))
+    let stored = lookup(&state.db, &key, state.idempotency_ttl).await?;
+    Ok(Some(FoundKey {
+        idempotency: Idempotency {
+            key,
+            hash: String::new(),
+            ttl: state.idempotency_ttl,
+            respond: None,
+            role: caller.role.clone(),
+        },
+        stored,
+    }))
+}
+
+/// The hash of a request (of `method` on `target`) with an
+/// `Idempotency-Key`, to take as its body arrives; `None` without one.
+pub fn request_hasher(
+    headers: &HeaderMap,
+    (method, target): (&str, &str),
+) -> Option<RequestHasher> {
+    headers
+        .contains_key("idempotency-key")
+        .then(|| RequestHasher::new(method, target, &hashed_headers(headers)))
 }
 
 /// The request's `Idempotency-Key`, if any: 1 to 255 visible ASCII characters.

@@ -10,7 +10,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::body::{answer_of, check_content_type, idempotency, read_body, response_of, KeyUse};
+use super::body;
+use super::body::{
+    answer_of, check_content_type, idempotency, look_up_key, read_body, read_or_stream,
+    request_hasher, response_of, Incoming, KeyUse, StreamedBody,
+};
 use super::html::format::{vary_on_accept, with_format, FORMAT_PARAM};
 use super::html::pages::{self, FeaturesView, Site};
 use super::html::Format;
@@ -27,7 +31,8 @@ use super::transactions;
 use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::error::Error;
-use crate::feature::parse_body;
+use crate::feature::stream::Streamed::{Rows, Whole};
+use crate::feature::{parse_body, ParsedBody, Reading};
 use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{percent_encode, ItemsQuery};
@@ -35,8 +40,10 @@ use crate::read::{self, StoredFeature};
 use crate::session::{self, Mode};
 use crate::write::idempotency::{Answer, Idempotency, Respond, Shown};
 use crate::write::report::WriteReport;
+use crate::write::stream::{read_rows, write_stream, Verdict};
 use crate::write::write_features;
 use futures_util::future::BoxFuture;
+use tokio::sync::oneshot;
 
 /// A page of features as a GeoJSON FeatureCollection with paging links.
 #[utoipa::path(
@@ -181,23 +188,58 @@ pub async fn create(
     // Skip mode writes every valid feature: invalid ones are reported, not refused.
     how.keep_valid = mode == Mode::Skip;
     let crs = how.crs.clone();
-    let body = read_body(&state, &headers, body).await?;
     let target = format!(
         "/collections/{collection_id}/items?{}",
         query.as_deref().unwrap_or("")
     );
-    let key = idempotency(&state, &caller, &headers, ("POST", &target), &body, mode).await?;
-    let idempotency = match key {
-        KeyUse::Replay(response) => return Ok(response),
-        KeyUse::Write(idempotency) => idempotency,
+    let answer = Arc::new(PostAnswer {
+        coll: coll.clone(),
+        base,
+        preferences,
+        crs,
+        single: false,
+        made: Mutex::new(None),
+    });
+    // Batch and skip modes read the body whole; atomic mode streams a large one.
+    let incoming = match mode {
+        Mode::Atomic => {
+            let hasher = request_hasher(&headers, ("POST", &target));
+            read_or_stream(&state, &headers, body, hasher).await?
+        }
+        _ => Incoming::Whole(read_body(&state, &headers, body).await?, None),
     };
-    // Parsing tens of MiB is CPU work: keep it off the async workers.
-    let parse_coll = coll.clone();
-    let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll, &how))
-        .await
-        .map_err(|e| Error::task_failed("parsing the body", &e))?;
+    let (parsed, idempotency) = match incoming {
+        Incoming::Whole(body, hash) => {
+            let key = match hash {
+                Some(hash) => match look_up_key(&state, &caller, &headers).await? {
+                    Some(found) => found.settle(hash, mode)?,
+                    None => KeyUse::Write(None),
+                },
+                None => {
+                    idempotency(&state, &caller, &headers, ("POST", &target), &body, mode).await?
+                }
+            };
+            let idempotency = match key {
+                KeyUse::Replay(response) => return Ok(response),
+                KeyUse::Write(idempotency) => idempotency,
+            };
+            // Parsing tens of MiB is CPU work: keep it off the async workers.
+            let parse_coll = coll.clone();
+            let parsed = tokio::task::spawn_blocking(move || parse_body(&body, &parse_coll, &how))
+                .await
+                .map_err(|e| Error::task_failed("parsing the body", &e))?;
+            (parsed, idempotency)
+        }
+        Incoming::Streaming(streamed) => {
+            match create_streamed(&state, &caller, &headers, streamed, how, answer.clone()).await? {
+                Streamed::Answered(response) => return Ok(response),
+                Streamed::Held(parsed, idempotency) => (parsed, idempotency),
+            }
+        }
+    };
+    let preferences = &answer.preferences;
     // From here on, refusals say how the body was read, as successes do.
-    let as_read = move |e: ApiError| refused_as_read(e, &preferences);
+    let as_read = move |e: ApiError| refused_as_read(e, preferences);
     let parsed = parsed.map_err(|e| as_read(e.into()))?;
     let single = parsed.single;
     if mode != Mode::Atomic && !single {
@@ -207,17 +249,10 @@ pub async fn create(
         let mut answer = transactions::answer(&state, &operations, &steps, mode, key)
             .await
             .map_err(as_read)?;
-        set_preference_applied(&mut answer, &preferences, false);
+        set_preference_applied(&mut answer, preferences, false);
         return Ok(answer);
     }
-    let answer = Arc::new(PostAnswer {
-        coll: coll.clone(),
-        base,
-        preferences,
-        crs,
-        single,
-        made: Mutex::new(None),
-    });
+    let answer = Arc::new(answer.for_body(single));
     let idempotency = idempotency.map(|idempotency| Idempotency {
         respond: Some(answer.clone()),
         ..idempotency
@@ -231,6 +266,12 @@ pub async fn create(
     )
     .await
     .map_err(|e| as_read(e.for_reader(may_read).into()))?;
+    Ok(answered(&state, &answer, &report).await)
+}
+
+/// The response to a write of features that has committed `report`: as
+/// stored under its key (made before COMMIT), or made now.
+async fn answered(state: &AppState, answer: &PostAnswer, report: &WriteReport) -> Response {
     // Keyed: the answer made before COMMIT, as it was stored.
     if let Some(made) = answer
         .made
@@ -238,13 +279,119 @@ pub async fn create(
         .unwrap_or_else(PoisonError::into_inner)
         .take()
     {
-        return Ok(response_of(made));
+        return response_of(made);
     }
-    let stored = match answer.shows(&report) {
-        Some(shown) => read_back(&state, &coll, &shown.id, &shown.crs).await,
+    let stored = match answer.shows(report) {
+        Some(shown) => read_back(state, &answer.coll, &shown.id, &shown.crs).await,
         None => None,
     };
-    Ok(answer.response(&report, stored.as_ref()))
+    answer.response(report, stored.as_ref())
+}
+
+/// Where a body written as it arrived left the request.
+enum Streamed {
+    /// Answered: written, replayed or refused.
+    Answered(Response),
+    /// Not a FeatureCollection that could be streamed (or one without
+    /// features): read whole, to be written as such, under this key if any.
+    Held(Result<ParsedBody, Error>, Option<Idempotency>),
+}
+
+/// Write a FeatureCollection (atomic mode) as it arrives: parsed, validated
+/// and written batch by batch, committed once the whole body has been read
+/// and found good. A body refused on the way (too large, cut short, stalled,
+/// not JSON, invalid features) is rolled back and answered as it would have
+/// been read whole. The Idempotency-Key is looked up before the body is read
+/// (a stored response is then replayed once the body's hash is known, and
+/// nothing is written); it is claimed with the request's hash in the
+/// transaction's last flight, before COMMIT.
+async fn create_streamed(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    streamed: StreamedBody,
+    how: Reading,
+    answer: Arc<PostAnswer>,
+) -> Result<Streamed, ApiError> {
+    let found = look_up_key(state, caller, headers).await?;
+    let (found, stored) = match found {
+        Some(found) if found.has_response() => (None, Some(found)),
+        found => (found, None),
+    };
+    if let Some(found) = stored {
+        let hash = streamed.end().await?.expect("a keyed request is hashed");
+        return match found.settle(hash, Mode::Atomic)? {
+            KeyUse::Replay(response) => Ok(Streamed::Answered(response)),
+            KeyUse::Write(_) => unreachable!("a stored response is replayed or refused"),
+        };
+    }
+    let may_read = caller.can_read(&answer.coll.id);
+    let coll = answer.coll.clone();
+    let srid = how.crs.srid;
+    let StreamedBody {
+        head,
+        rest,
+        received: reading,
+        ..
+    } = streamed;
+    let (batches, parse) = read_rows(head, rest, coll.clone(), how, state.write.limits);
+    let (verdict, judged) = oneshot::channel();
+    let idempotency = found.map(|found| found.idempotency(answer.clone()));
+    let writing = write_stream(
+        state.db.clone(),
+        coll.clone(),
+        batches,
+        judged,
+        state.write,
+        idempotency.clone(),
+        srid,
+    );
+    // The body's end decides: the read (its limits) first, then the parse.
+    let judging = async move {
+        let parsed = parse.await;
+        let outcome = match (body::received(reading).await, parsed) {
+            (Err(e), _) => Err(e),
+            (_, Err(e)) => Err(ApiError::from(Error::task_failed("parsing the body", &e))),
+            (Ok(hash), Ok(parsed)) => Ok((hash, parsed)),
+        };
+        let commit = match &outcome {
+            Ok((hash, Rows(Ok(_)))) => Verdict::Commit {
+                hash: hash.clone().unwrap_or_default(),
+            },
+            _ => Verdict::Abandon,
+        };
+        let _ = verdict.send(commit);
+        outcome
+    };
+    let (written, outcome) = tokio::join!(writing, judging);
+    let (hash, parsed) = outcome?;
+    let idempotency = idempotency.map(|idem| Idempotency {
+        hash: hash.unwrap_or_default(),
+        ..idem
+    });
+    let preferences = &answer.preferences;
+    let shapes = match parsed {
+        Whole(parsed) => return Ok(Streamed::Held(parsed, idempotency)),
+        Rows(Err(e)) => return Err(refused_as_read(e.into(), preferences)),
+        Rows(Ok(shapes)) => shapes,
+    };
+    let written =
+        written.map_err(|e| refused_as_read(e.for_reader(may_read).into(), preferences))?;
+    match written {
+        Some(report) => Ok(Streamed::Answered(answered(state, &answer, &report).await)),
+        // A FeatureCollection without features.
+        None => Ok(Streamed::Held(
+            Ok(ParsedBody {
+                single: false,
+                rows: Vec::new(),
+                shapes,
+                srid,
+                rejected: Vec::new(),
+                row_features: Vec::new(),
+            }),
+            idempotency,
+        )),
+    }
 }
 
 /// How a POST of features is answered: with the bulk report, or (one
@@ -266,6 +413,18 @@ struct PostAnswer {
 }
 
 impl PostAnswer {
+    /// The same answer for a body that was (or was not) one Feature.
+    fn for_body(&self, single: bool) -> PostAnswer {
+        PostAnswer {
+            coll: self.coll.clone(),
+            base: BaseUrl(self.base.0.clone()),
+            preferences: self.preferences,
+            crs: self.crs.clone(),
+            single,
+            made: Mutex::new(None),
+        }
+    }
+
     /// The created feature's id, when the body was one Feature.
     fn id(&self, report: &WriteReport) -> Option<String> {
         report.ids.text(0).filter(|_| self.single)

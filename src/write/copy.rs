@@ -13,15 +13,17 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Error as PgError, Statement};
 
+use super::guard::TxGuard;
 use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
-use super::{refused, write_failed, Job};
+use super::{refused, write_failed, Job, Keyed};
 use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::db::quote_ident;
-use crate::db::statement::{cache_room, prepare_named};
+use crate::db::statement::{cache_room, prepare_named, Naming};
 use crate::error::Error;
 use crate::feature::value::SqlValue;
+use crate::feature::FeatureRow;
 
 /// What a COPY of one request writes.
 #[derive(Debug, PartialEq)]
@@ -159,23 +161,65 @@ fn copy_refused(e: &PgError) -> bool {
 impl Copy<'_> {
     /// Write all rows in one transaction; ids in feature order, or why not.
     pub async fn run(self) -> Result<WriteReport, CopyFailed> {
-        let pk = self
-            .job
-            .coll
-            .primary_key
-            .expect("copy_plan checked the key");
+        let job = &self.job;
+        let shape = &job.plan.shapes[0];
+        let mut copying =
+            Copying::prepare(job.client, job.coll, self.copy, shape, job.naming).await?;
+        let batches: Vec<usize> = job.plan.batches.iter().map(|b| b.len()).collect();
+        copying
+            .segment(job.rows, &batches, job.single, job.idempotency)
+            .await?;
+        copying.commit(job.idempotency).await
+    }
+}
+
+/// A COPY under way on one connection, one `COPY` statement per segment of
+/// rows (a whole request, or what a streamed body has ready): its statements
+/// prepared, its keys drawn per segment in the flight that starts it.
+///
+/// Warm, a segment costs two round trips: BEGIN (with the first), the
+/// defaults query and the start of the COPY in one flight; the rows and the
+/// end of the COPY in the second. COMMIT is a third, once every COPY's row
+/// count has been checked against the rows sent.
+pub struct Copying<'a> {
+    client: &'a TxGuard,
+    coll: &'a Collection,
+    copy_statement: Statement,
+    /// The defaults query drawing keys, when the features do not give them.
+    keys_statement: Option<Statement>,
+    /// The binary type of each column copied.
+    types: Vec<Type>,
+    key_type: ScalarType,
+    /// Where the features give the key among their columns, if they do.
+    key_at: Option<usize>,
+    /// Ids, batches and the failure so far.
+    tally: Tally,
+    /// Rows copied so far.
+    copied: usize,
+}
+
+impl<'a> Copying<'a> {
+    /// Prepare the COPY of the rows of `shape` (and the defaults query), in
+    /// one round trip unless cached.
+    pub async fn prepare(
+        client: &'a TxGuard,
+        coll: &'a Collection,
+        copy: CopyPlan,
+        shape: &[usize],
+        naming: Naming,
+    ) -> Result<Copying<'a>, Error> {
+        let pk = coll.primary_key.expect("copy_plan checked the key");
         // Both statements are prepared up front so that each is later sent as
         // a single message, in the order polled; cached within the same
         // per-connection bound as INSERTs, prepared for this request beyond it.
-        let keys_sql = self.keys_sql(pk);
-        let copy_sql = self.copy_sql();
-        let room = cache_room(self.job.client);
-        let naming = |n| self.job.naming.within(room, n);
-        let mut prepares: Vec<Call<'_, Result<Statement, PgError>>> = vec![Box::pin(
-            prepare_named(self.job.client, &copy_sql, naming(0)),
-        )];
+        let keys_sql = keys_sql(coll, pk, copy.key_from_default);
+        let copy_sql = copy_sql(coll, &copy.columns);
+        let room = cache_room(client);
+        let naming = |n| naming.within(room, n);
+        let mut prepares: Vec<Call<'_, Result<Statement, PgError>>> =
+            vec![Box::pin(prepare_named(client, &copy_sql, naming(0)))];
         if let Some(sql) = &keys_sql {
-            prepares.push(Box::pin(prepare_named(self.job.client, sql, naming(1))));
+            prepares.push(Box::pin(prepare_named(client, sql, naming(1))));
         }
         let mut prepares = Calls::new(prepares);
         prepares.send_all().await;
@@ -183,40 +227,75 @@ impl Copy<'_> {
         while let Some(prepared) = prepares.next().await {
             statements.push(prepared.map_err(|e| Error::database("preparing the COPY", &e))?);
         }
-        let mut tally = Tally::new(
-            &self.job.plan.batches,
-            self.job.coll.integer_key(),
-            self.job.rows.len(),
-        );
-        self.job.client.set_open(true);
+        drop(prepares);
+        let keys_statement = keys_sql.and_then(|_| statements.pop());
+        let copy_statement = statements.pop().expect("prepared");
+        let types = copy
+            .columns
+            .iter()
+            .map(|&c| copy_type(&coll.columns[c].ty))
+            .collect();
+        let key_type = match coll.columns[pk].ty {
+            ColumnType::Scalar(t) => t,
+            _ => unreachable!("copy_plan checked the key type"),
+        };
+        let key_at = shape.iter().position(|&c| c == pk);
+        Ok(Copying {
+            client,
+            coll,
+            copy_statement,
+            keys_statement,
+            types,
+            key_type,
+            key_at,
+            tally: Tally::new(&[], coll.integer_key(), 0),
+            copied: 0,
+        })
+    }
 
-        // Flight 1: BEGIN, the defaults query, the start of the COPY.
-        let n = self.job.rows.len() as i32;
-        let (table, key_column) = (
-            self.job.coll.qualified_name(),
-            &self.job.coll.columns[pk].name,
-        );
-        let mut first: Vec<Call<'_, Result<Opened, PgError>>> = vec![Box::pin(async {
-            self.job
-                .client
-                .batch_execute("BEGIN")
-                .await
-                .map(|()| Opened::Done)
-        })];
-        if let Some(keyed) = self.job.idempotency {
-            first.extend(super::claim_calls(keyed, self.job.client).map(|call| {
-                Box::pin(async move { Ok(Opened::Claimed(call.await)) }) as Call<'_, _>
-            }));
+    /// Copy `rows`, the features after those copied so far, in one COPY;
+    /// `batches` are their batches' lengths, for the report. The first
+    /// segment begins the transaction and claims the Idempotency-Key
+    /// (`keyed`), in the flight that starts its COPY. A failure rolls back.
+    pub async fn segment(
+        &mut self,
+        rows: &[FeatureRow],
+        batches: &[usize],
+        single: bool,
+        keyed: Option<Keyed<'_>>,
+    ) -> Result<(), CopyFailed> {
+        let first = self.copied;
+        let mut start = first;
+        for len in batches {
+            self.tally.add_batch(start..start + len);
+            start += len;
         }
-        if let Some(keys) = statements.get(1) {
-            let params: Vec<&(dyn ToSql + Sync)> = if self.job.coll.columns[pk].default.is_some() {
+        let client = self.client;
+        let n = rows.len() as i32;
+        let pk = self.coll.primary_key.expect("copy_plan checked the key");
+        let (table, key_column) = (self.coll.qualified_name(), &self.coll.columns[pk].name);
+        let mut flight: Vec<Call<'_, Result<Opened, PgError>>> = Vec::new();
+        // Flight 1: (BEGIN), the defaults query, the start of the COPY.
+        if first == 0 {
+            client.set_open(true);
+            flight.push(Box::pin(async {
+                client.batch_execute("BEGIN").await.map(|()| Opened::Done)
+            }));
+            if let Some(keyed) = keyed {
+                flight.extend(super::claim_calls(keyed, client).map(|call| {
+                    Box::pin(async move { Ok(Opened::Claimed(call.await)) }) as Call<'_, _>
+                }));
+            }
+        }
+        if let Some(keys) = &self.keys_statement {
+            let params: Vec<&(dyn ToSql + Sync)> = if self.coll.columns[pk].default.is_some() {
                 vec![&n]
             } else {
                 vec![&n, &table, key_column]
             };
-            let integer = self.job.coll.integer_key();
-            first.push(Box::pin(async move {
-                let row = self.job.client.query_one(keys, &params).await?;
+            let integer = self.coll.integer_key();
+            flight.push(Box::pin(async move {
+                let row = client.query_one(keys, &params).await?;
                 Ok(Opened::Keys(if integer {
                     Ids::Int(row.get(0))
                 } else {
@@ -224,14 +303,11 @@ impl Copy<'_> {
                 }))
             }));
         }
-        first.push(Box::pin(async {
-            self.job
-                .client
-                .copy_in(&statements[0])
-                .await
-                .map(Opened::Sink)
+        let copy_statement = &self.copy_statement;
+        flight.push(Box::pin(async move {
+            client.copy_in(copy_statement).await.map(Opened::Sink)
         }));
-        let mut calls = Calls::new(first);
+        let mut calls = Calls::new(flight);
         calls.send_all().await;
         let (mut keys, mut sink) = (None, None);
         while let Some(answer) = calls.next().await {
@@ -243,44 +319,35 @@ impl Copy<'_> {
                 // A COPY refused before copy mode leaves tokio-postgres one
                 // ReadyForQuery out of step (its CopyFail adds a Sync): the
                 // connection cannot be trusted, so the guard closes it.
-                Err(e) if copy_refused(&e) => return Err(CopyFailed::Refused(e)),
+                Err(e) if copy_refused(&e) && first == 0 => return Err(CopyFailed::Refused(e)),
                 Err(e) => return Err(Error::database("starting the COPY", &e).into()),
             }
         }
-        let types: Vec<Type> = self
-            .copy
-            .columns
-            .iter()
-            .map(|&c| copy_type(&self.job.coll.columns[c].ty))
-            .collect();
+        drop(calls);
         let mut writer = Box::pin(BinaryCopyInWriter::new(
             sink.expect("the COPY started"),
-            &types,
+            &self.types,
         ));
         // The keys are known before any row is sent: from the defaults query, or given.
-        let ids = match keys.clone() {
-            Some(keys) => keys,
+        match &keys {
+            Some(keys) => self.tally.ids.extend(keys),
             None => {
-                let at = self.job.plan.shapes[0]
-                    .iter()
-                    .position(|&c| c == pk)
-                    .expect("copy_plan: the features give the key");
-                let mut ids = Ids::new(self.job.coll.integer_key(), self.job.rows.len());
-                for row in self.job.rows {
-                    ids.push_text(key_text(&row.values[at]));
+                let at = self.key_at.expect("copy_plan: the features give the key");
+                for row in rows {
+                    self.tally.ids.push_text(key_text(&row.values[at]));
                 }
-                ids
             }
-        };
+        }
 
         // Flight 2: the rows and the end of the COPY.
-        let key_type = match self.job.coll.columns[pk].ty {
-            ColumnType::Scalar(t) => t,
-            _ => unreachable!("copy_plan checked the key type"),
-        };
         let mut written = Ok(());
-        for (i, row) in self.job.rows.iter().enumerate() {
-            let key = keys.as_ref().map(|k| key_param(k, i, key_type));
+        let mut batch_ends = batches.iter().scan(0, |end, len| {
+            *end += len;
+            Some(*end)
+        });
+        let mut batch_end = batch_ends.next();
+        for (i, row) in rows.iter().enumerate() {
+            let key = keys.as_ref().map(|k| key_param(k, i, self.key_type));
             let mut params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
             if let Some(key) = &key {
                 params.push(key);
@@ -290,9 +357,9 @@ impl Copy<'_> {
                 break;
             }
             // A batch's time is how long the server took to accept its rows.
-            let batch_ends = self.job.plan.batches[tally.db_ms.len()].end == i + 1;
-            if batch_ends && i + 1 < self.job.rows.len() {
-                tally.mark_batch();
+            if batch_end == Some(i + 1) && i + 1 < rows.len() {
+                self.tally.mark_batch();
+                batch_end = batch_ends.next();
             }
         }
         let copied = match written {
@@ -305,102 +372,101 @@ impl Copy<'_> {
                 Err(e)
             }
         };
-        tally.mark_batch();
-        // Flight 3: COMMIT (with the response under the Idempotency-Key), only
-        // once the COPY has said how many rows it wrote: a BEFORE INSERT
-        // trigger returning NULL drops a row without an error.
+        self.tally.mark_batch();
+        self.copied += rows.len();
+        // A BEFORE INSERT trigger returning NULL drops a row without an error.
         match copied {
-            Ok(count) if count == self.job.rows.len() as u64 => {}
+            Ok(count) if count == rows.len() as u64 => Ok(()),
             Ok(_) => {
                 self.rollback().await;
-                return Err(CopyFailed::RowsSkipped);
+                Err(CopyFailed::RowsSkipped)
             }
             Err(error) => {
                 self.rollback().await;
-                return Err(self.copy_failed(error, tally).into());
+                Err(self.copy_failed(error, first, single).into())
             }
         }
+    }
+
+    /// Flight 3: COMMIT (with the response under the Idempotency-Key), once
+    /// every COPY has said how many rows it wrote.
+    pub async fn commit(self, keyed: Option<Keyed<'_>>) -> Result<WriteReport, CopyFailed> {
         let report = WriteReport {
             strategy: super::Strategy::Copy,
-            batches: tally.reports(true),
-            ids,
+            batches: self.tally.reports(true),
+            ids: self.tally.ids.clone(),
         };
-        let committed =
-            super::store_and_commit(self.job.client, self.job.idempotency, &report).await;
-        match committed {
+        match super::store_and_commit(self.client, keyed, &report).await {
             Ok(()) => {
                 // The report as stored under the Idempotency-Key, if any.
-                self.job.client.set_open(false);
+                self.client.set_open(false);
                 Ok(report)
             }
             Err(error) => {
                 if error.as_db_error().is_some() {
-                    self.job.client.set_open(false);
+                    self.client.set_open(false);
                 }
-                Err(super::commit_failed(self.job.coll, &error, &tally).into())
+                Err(super::commit_failed(self.coll, &error, &self.tally).into())
             }
         }
     }
 
     /// The error for a COPY that failed: at the feature on the line
-    /// PostgreSQL names, or for the whole request when it names none.
-    fn copy_failed(&self, error: PgError, mut tally: Tally<'_>) -> Error {
+    /// PostgreSQL names (of the segment from feature `first`), or for the
+    /// whole request when it names none.
+    fn copy_failed(&mut self, error: PgError, first: usize, single: bool) -> Error {
         // Some checks (foreign keys) run after PostgreSQL has dropped the
         // "line N" context: then no feature can be named.
-        let Some(feature) = failed_row(&error).filter(|&k| k < self.job.rows.len()) else {
-            return refused(self.job.coll, &error, tally.reports(false));
+        let Some(feature) = failed_row(&error).filter(|&k| first + k < self.copied) else {
+            return refused(self.coll, &error, self.tally.reports(false));
         };
-        tally.failure = Some(Failure {
-            feature,
+        self.tally.failure = Some(Failure {
+            feature: first + feature,
             error: Some(error),
         });
-        write_failed(self.job.coll, self.job.single, &tally)
+        write_failed(self.coll, single, &self.tally)
     }
 
-    /// `COPY … (columns) FROM STDIN (FORMAT binary)`.
-    fn copy_sql(&self) -> String {
-        let names: Vec<String> = self
-            .copy
-            .columns
-            .iter()
-            .map(|&c| quote_ident(&self.job.coll.columns[c].name))
-            .collect();
-        format!(
-            "COPY {} ({}) FROM STDIN (FORMAT binary)",
-            self.job.coll.qualified_name(),
-            names.join(", ")
-        )
-    }
-
-    /// The ONE defaults query that draws a key per row, when the features do
-    /// not give keys: the key column's default expression from the catalog
-    /// (volatile ones are evaluated once per row), or an identity's sequence.
-    fn keys_sql(&self, pk: usize) -> Option<String> {
-        let key = &self.job.coll.columns[pk];
-        let cast = if self.job.coll.integer_key() {
-            "int8"
-        } else {
-            "text"
-        };
-        let draw = match &key.default {
-            Some(expr) => format!("({expr})"),
-            None => "nextval(pg_get_serial_sequence($2::text, $3::text))".to_owned(),
-        };
-        // One row holding an array: far less memory than a row per key.
-        self.copy.key_from_default.then(|| {
-            format!(
-                "SELECT array_agg(k ORDER BY g) FROM \
-                 (SELECT g, {draw}::{cast} AS k FROM generate_series(1, $1::int4) AS g) AS keys"
-            )
-        })
-    }
-
-    async fn rollback(&self) {
+    /// Undo everything copied.
+    pub async fn rollback(&self) {
         crate::db::round_trips::round_trip();
-        if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
-            self.job.client.set_open(false);
+        if self.client.batch_execute("ROLLBACK").await.is_ok() {
+            self.client.set_open(false);
         }
     }
+}
+
+/// `COPY … (columns) FROM STDIN (FORMAT binary)`.
+fn copy_sql(coll: &Collection, columns: &[usize]) -> String {
+    let names: Vec<String> = columns
+        .iter()
+        .map(|&c| quote_ident(&coll.columns[c].name))
+        .collect();
+    format!(
+        "COPY {} ({}) FROM STDIN (FORMAT binary)",
+        coll.qualified_name(),
+        names.join(", ")
+    )
+}
+
+/// The ONE defaults query that draws a key per row, when the features do
+/// not give keys (`key_from_default`): the key column's default expression
+/// from the catalog (volatile ones are evaluated once per row), or an
+/// identity's sequence.
+fn keys_sql(coll: &Collection, pk: usize, key_from_default: bool) -> Option<String> {
+    let key = &coll.columns[pk];
+    let cast = if coll.integer_key() { "int8" } else { "text" };
+    let draw = match &key.default {
+        Some(expr) => format!("({expr})"),
+        None => "nextval(pg_get_serial_sequence($2::text, $3::text))".to_owned(),
+    };
+    // One row holding an array: far less memory than a row per key.
+    key_from_default.then(|| {
+        format!(
+            "SELECT array_agg(k ORDER BY g) FROM \
+             (SELECT g, {draw}::{cast} AS k FROM generate_series(1, $1::int4) AS g) AS keys"
+        )
+    })
 }
 
 /// Key `i` of those drawn, as a parameter of the key column's type.

@@ -110,18 +110,43 @@ pub const STORE: &str =
 /// `headers` (lines `name: value` of the headers that change what the
 /// request does or how it is answered) and the body.
 pub fn request_hash(method: &str, path_and_query: &str, headers: &[String], body: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(method.as_bytes());
-    h.update(b" ");
-    h.update(path_and_query.as_bytes());
-    h.update(b"\n");
-    for line in headers {
-        h.update(line.as_bytes());
-        h.update(b"\n");
-    }
-    h.update(b"\n");
+    let mut h = RequestHasher::new(method, path_and_query, headers);
     h.update(body);
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    h.finish()
+}
+
+/// [`request_hash`] taken as the body arrives.
+pub struct RequestHasher(Sha256);
+
+impl RequestHasher {
+    /// The hash of a request, before its body.
+    pub fn new(method: &str, path_and_query: &str, headers: &[String]) -> Self {
+        let mut h = Sha256::new();
+        h.update(method.as_bytes());
+        h.update(b" ");
+        h.update(path_and_query.as_bytes());
+        h.update(b"\n");
+        for line in headers {
+            h.update(line.as_bytes());
+            h.update(b"\n");
+        }
+        h.update(b"\n");
+        RequestHasher(h)
+    }
+
+    /// The next bytes of the body.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The hash, in hex.
+    pub fn finish(self) -> String {
+        self.0
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
 }
 
 /// The stored response of `key`, if it has one that has not expired.

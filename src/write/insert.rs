@@ -5,11 +5,13 @@
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Error as PgError;
 
-use crate::db::statement::{cache_room, prepare_in_flight, Stmt};
+use crate::catalog::Collection;
+use crate::db::statement::{cache_room, prepare_in_flight, Naming, Stmt};
 
+use super::guard::TxGuard;
 use super::pipeline::{Call, Calls};
 use super::report::{Tally, WriteReport};
-use super::{sql, write_failed, Job};
+use super::{sql, write_failed, Job, Keyed};
 use crate::error::Error;
 
 /// One request's INSERTs on one connection.
@@ -23,7 +25,8 @@ pub struct Insert<'a> {
     pub skipping_trigger: bool,
 }
 
-type Answer = Result<Option<String>, PgError>;
+/// An INSERT's answer: its key, or `None` when no row was inserted.
+pub type Answer = Result<Option<String>, PgError>;
 
 impl Insert<'_> {
     /// Write all rows in one transaction; ids in feature order, or a failure report.
@@ -70,64 +73,22 @@ impl Insert<'_> {
                 break;
             }
         }
-        let commit = if commit_queued {
+        let queued = match commit_queued {
             // After a failure the queued COMMIT comes back as a ROLLBACK.
-            calls.next().await.expect("COMMIT was queued")
-        } else {
-            drop(calls);
-            if tally.failure.is_some() {
-                crate::db::round_trips::round_trip();
-                if self.job.client.batch_execute("ROLLBACK").await.is_ok() {
-                    self.job.client.set_open(false);
-                }
-                return Err(write_failed(self.job.coll, self.job.single, &tally));
-            }
-            tally.add_to_last();
-            let report = WriteReport {
-                strategy: super::Strategy::Insert,
-                batches: tally.reports(true),
-                ids: tally.ids.clone(),
-            };
-            super::store_and_commit(self.job.client, self.job.idempotency, &report)
-                .await
-                .map(|()| None)
+            true => Some((calls.next().await.expect("COMMIT was queued"), commit_sent)),
+            false => None,
         };
-        // Answered by the server: the transaction is over either way.
-        if commit
-            .as_ref()
-            .map_or_else(|e| e.as_db_error().is_some(), |_| true)
-        {
-            self.job.client.set_open(false);
-        }
-        if commit_queued {
-            tally.add_to_last();
-        }
-        // The connection was lost after the queued COMMIT was sent and before
-        // any statement failed: the server may have committed.
-        let lost_before_commit_answer = commit_sent
-            && tally
-                .failure
-                .as_ref()
-                .is_some_and(|f| f.error.as_ref().is_some_and(|e| e.as_db_error().is_none()));
-        // A trigger created since start-up (the catalog did not know it) skipped
-        // a row, and the queued COMMIT has kept the others: say so.
-        let skipped_and_committed = commit_queued
-            && commit.is_ok()
-            && tally.failure.as_ref().is_some_and(|f| f.error.is_none());
-        match commit {
-            _ if lost_before_commit_answer => Err(super::outcome_unknown(&tally)),
-            _ if skipped_and_committed => Err(super::skipped_after_commit(&tally)),
-            _ if tally.failure.is_some() => {
-                Err(write_failed(self.job.coll, self.job.single, &tally))
-            }
-            // A deferred constraint fails at COMMIT, with no statement to blame.
-            Err(error) => Err(super::commit_failed(self.job.coll, &error, &tally)),
-            Ok(_) => Ok(WriteReport {
-                strategy: super::Strategy::Insert,
-                batches: tally.reports(true),
-                ids: tally.ids,
-            }),
-        }
+        drop(calls);
+        let job = &self.job;
+        conclude(
+            job.client,
+            job.coll,
+            job.single,
+            job.idempotency,
+            tally,
+            queued,
+        )
+        .await
     }
 
     /// BEGIN, one INSERT per feature, and COMMIT if `commit`: not sent until polled.
@@ -163,31 +124,110 @@ impl Insert<'_> {
     }
 
     /// Prepare one INSERT per shape, all in one round trip.
-    ///
-    /// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`](crate::db::statement::STATEMENT_CACHE_LIMIT):
-    /// clients whose features each leave out different properties would
-    /// otherwise grow the cache (here and in the server) without bound.
     async fn prepare(&self) -> Result<Vec<Stmt>, Error> {
-        let room = cache_room(self.job.client);
-        let prepares: Vec<Call<'_, Result<Stmt, PgError>>> = self
-            .job
-            .plan
-            .shapes
-            .iter()
-            .enumerate()
-            .map(|(n, shape)| {
-                Box::pin(async move {
-                    let sql = sql::insert(self.job.coll, shape, self.job.srid);
-                    prepare_in_flight(self.job.client, &sql, self.job.naming.within(room, n)).await
-                }) as Call<'_, _>
-            })
-            .collect();
-        let mut calls = Calls::new(prepares);
-        calls.send_all().await;
-        let mut statements = Vec::with_capacity(self.job.plan.shapes.len());
-        while let Some(prepared) = calls.next().await {
-            statements.push(prepared.map_err(|e| Error::database("preparing the insert", &e))?);
+        let job = &self.job;
+        prepare_inserts(job.client, job.coll, &job.plan.shapes, job.srid, job.naming).await
+    }
+}
+
+/// Prepare one INSERT per column set of `shapes`, all in one round trip.
+///
+/// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`](crate::db::statement::STATEMENT_CACHE_LIMIT):
+/// clients whose features each leave out different properties would
+/// otherwise grow the cache (here and in the server) without bound.
+pub async fn prepare_inserts(
+    client: &TxGuard,
+    coll: &Collection,
+    shapes: &[Vec<usize>],
+    srid: i32,
+    naming: Naming,
+) -> Result<Vec<Stmt>, Error> {
+    let room = cache_room(client);
+    let prepares: Vec<Call<'_, Result<Stmt, PgError>>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(n, shape)| {
+            Box::pin(async move {
+                let sql = sql::insert(coll, shape, srid);
+                prepare_in_flight(client, &sql, naming.within(room, n)).await
+            }) as Call<'_, _>
+        })
+        .collect();
+    let mut calls = Calls::new(prepares);
+    calls.send_all().await;
+    let mut statements = Vec::with_capacity(shapes.len());
+    while let Some(prepared) = calls.next().await {
+        statements.push(prepared.map_err(|e| Error::database("preparing the insert", &e))?);
+    }
+    Ok(statements)
+}
+
+/// How a pipelined write of INSERTs ends once the answers to its INSERTs are
+/// in: with the answer of the COMMIT `queued` behind them (and whether it
+/// was sent), or without one, by ROLLBACK after a failure, else by storing
+/// the answer under the key (if any) and COMMIT.
+pub async fn conclude(
+    client: &TxGuard,
+    coll: &Collection,
+    single: bool,
+    keyed: Option<Keyed<'_>>,
+    mut tally: Tally,
+    queued: Option<(Answer, bool)>,
+) -> Result<WriteReport, Error> {
+    let (commit_queued, commit_sent) = (queued.is_some(), queued.as_ref().is_some_and(|q| q.1));
+    let commit = match queued {
+        Some((commit, _)) => commit,
+        None => {
+            if tally.failure.is_some() {
+                crate::db::round_trips::round_trip();
+                if client.batch_execute("ROLLBACK").await.is_ok() {
+                    client.set_open(false);
+                }
+                return Err(write_failed(coll, single, &tally));
+            }
+            tally.add_to_last();
+            let report = WriteReport {
+                strategy: super::Strategy::Insert,
+                batches: tally.reports(true),
+                ids: tally.ids.clone(),
+            };
+            super::store_and_commit(client, keyed, &report)
+                .await
+                .map(|()| None)
         }
-        Ok(statements)
+    };
+    // Answered by the server: the transaction is over either way.
+    if commit
+        .as_ref()
+        .map_or_else(|e| e.as_db_error().is_some(), |_| true)
+    {
+        client.set_open(false);
+    }
+    if commit_queued {
+        tally.add_to_last();
+    }
+    // The connection was lost after the queued COMMIT was sent and before
+    // any statement failed: the server may have committed.
+    let lost_before_commit_answer = commit_sent
+        && tally
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.error.as_ref().is_some_and(|e| e.as_db_error().is_none()));
+    // A trigger created since start-up (the catalog did not know it) skipped
+    // a row, and the queued COMMIT has kept the others: say so.
+    let skipped_and_committed = commit_queued
+        && commit.is_ok()
+        && tally.failure.as_ref().is_some_and(|f| f.error.is_none());
+    match commit {
+        _ if lost_before_commit_answer => Err(super::outcome_unknown(&tally)),
+        _ if skipped_and_committed => Err(super::skipped_after_commit(&tally)),
+        _ if tally.failure.is_some() => Err(write_failed(coll, single, &tally)),
+        // A deferred constraint fails at COMMIT, with no statement to blame.
+        Err(error) => Err(super::commit_failed(coll, &error, &tally)),
+        Ok(_) => Ok(WriteReport {
+            strategy: super::Strategy::Insert,
+            batches: tally.reports(true),
+            ids: tally.ids,
+        }),
     }
 }

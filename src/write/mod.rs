@@ -11,6 +11,7 @@ pub mod plan;
 pub mod report;
 pub mod retry;
 pub mod sql;
+pub mod stream;
 
 use std::sync::Arc;
 
@@ -439,7 +440,7 @@ pub(crate) async fn store_response_and_commit(
 }
 
 /// The error for a write whose statement for one feature failed.
-fn write_failed(coll: &Collection, single: bool, tally: &Tally<'_>) -> Error {
+fn write_failed(coll: &Collection, single: bool, tally: &Tally) -> Error {
     let failure = tally.failure.as_ref().expect("called on failure");
     let at = if single {
         String::new()
@@ -480,7 +481,7 @@ fn refused(coll: &Collection, error: &tokio_postgres::Error, batches: Vec<BatchR
 
 /// The error for a COMMIT that failed: refused by the server (nothing was
 /// written), or unanswered because the connection was lost (unknown).
-fn commit_failed(coll: &Collection, error: &tokio_postgres::Error, tally: &Tally<'_>) -> Error {
+fn commit_failed(coll: &Collection, error: &tokio_postgres::Error, tally: &Tally) -> Error {
     match error.as_db_error() {
         Some(_) => refused(coll, error, tally.reports(false)),
         None => outcome_unknown(tally),
@@ -490,7 +491,7 @@ fn commit_failed(coll: &Collection, error: &tokio_postgres::Error, tally: &Tally
 /// The error for a pipelined write whose COMMIT kept every row but one a
 /// BEFORE INSERT trigger unknown to the catalog skipped: the service's
 /// fault (its catalog is older than the trigger), reported as it happened.
-fn skipped_after_commit(tally: &Tally<'_>) -> Error {
+fn skipped_after_commit(tally: &Tally) -> Error {
     let feature = tally.failure.as_ref().map_or(0, |f| f.feature);
     Error::internal(format!(
         "a BEFORE INSERT trigger created since featurepipe started skipped feature \
@@ -502,7 +503,7 @@ fn skipped_after_commit(tally: &Tally<'_>) -> Error {
 
 /// The error for a write whose connection was lost after COMMIT was sent
 /// and before its answer: every batch's fate is unknown.
-fn outcome_unknown(tally: &Tally<'_>) -> Error {
+fn outcome_unknown(tally: &Tally) -> Error {
     let batches: Vec<BatchReport> = tally
         .reports(true)
         .into_iter()

@@ -29,8 +29,7 @@ pub fn plan(shapes: Vec<Vec<usize>>, rows: &[FeatureRow], limits: BatchLimits) -
     let (mut start, mut bytes) = (0, 0);
     for (i, row) in rows.iter().enumerate() {
         let size = row.wire_size();
-        if i > start && (i - start >= limits.max_features.max(1) || bytes + size > limits.max_bytes)
-        {
+        if limits.full(i - start, bytes, size) {
             batches.push(start..i);
             start = i;
             bytes = 0;
@@ -41,6 +40,52 @@ pub fn plan(shapes: Vec<Vec<usize>>, rows: &[FeatureRow], limits: BatchLimits) -
         batches.push(start..rows.len());
     }
     Plan { shapes, batches }
+}
+
+impl BatchLimits {
+    /// Whether a batch of `count` rows and `bytes` bytes is full before a
+    /// row of `size` bytes (a batch always takes its first row).
+    fn full(&self, count: usize, bytes: usize, size: usize) -> bool {
+        count > 0 && (count >= self.max_features.max(1) || bytes + size > self.max_bytes)
+    }
+}
+
+/// Rows cut into batches as they come, as [`plan`] cuts them.
+pub struct Batcher {
+    limits: BatchLimits,
+    rows: Vec<FeatureRow>,
+    bytes: usize,
+}
+
+impl Batcher {
+    /// No rows yet.
+    pub fn new(limits: BatchLimits) -> Self {
+        Batcher {
+            limits,
+            rows: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Add a row; the batch before it, if the row starts a new one.
+    pub fn push(&mut self, row: FeatureRow) -> Option<Vec<FeatureRow>> {
+        let size = row.wire_size();
+        let full = self
+            .limits
+            .full(self.rows.len(), self.bytes, size)
+            .then(|| std::mem::take(&mut self.rows));
+        if full.is_some() {
+            self.bytes = 0;
+        }
+        self.bytes += size;
+        self.rows.push(row);
+        full
+    }
+
+    /// The last batch, if it has rows.
+    pub fn finish(self) -> Option<Vec<FeatureRow>> {
+        Some(self.rows).filter(|rows| !rows.is_empty())
+    }
 }
 
 #[cfg(test)]
@@ -74,6 +119,20 @@ mod tests {
         let rows = vec![row(60), row(60), row(500), row(10)];
         let p = plan(vec![vec![0]], &rows, limits(100, 100));
         assert_eq!(p.batches, vec![0..1, 1..2, 2..3, 3..4]);
+    }
+
+    #[test]
+    fn rows_as_they_come_are_cut_as_a_plan_cuts_them() {
+        let sizes = [60, 60, 500, 10, 10, 10, 90, 5];
+        let rows: Vec<_> = sizes.iter().map(|&s| row(s)).collect();
+        let whole = plan(vec![vec![0]], &rows, limits(3, 100)).batches;
+        let mut batcher = Batcher::new(limits(3, 100));
+        let mut lengths: Vec<usize> = rows
+            .iter()
+            .filter_map(|r| batcher.push(r.clone()).map(|b| b.len()))
+            .collect();
+        lengths.extend(batcher.finish().map(|b| b.len()));
+        assert_eq!(lengths, whole.iter().map(|r| r.len()).collect::<Vec<_>>());
     }
 
     #[test]

@@ -91,6 +91,15 @@ impl Ids {
         }
     }
 
+    /// Append `more` keys of the same kind.
+    pub fn extend(&mut self, more: &Ids) {
+        match (self, more) {
+            (Ids::Int(v), Ids::Int(more)) => v.extend_from_slice(more),
+            (Ids::Text(v), Ids::Text(more)) => v.extend_from_slice(more),
+            _ => unreachable!("the keys of one table are of one kind"),
+        }
+    }
+
     /// The key of feature `i`, as text (for URLs).
     pub fn text(&self, i: usize) -> Option<String> {
         match self {
@@ -131,8 +140,8 @@ pub struct Failure {
 }
 
 /// Answers of a write as they arrive: ids, batch timings, the first real failure.
-pub struct Tally<'a> {
-    batches: &'a [Range<usize>],
+pub struct Tally {
+    batches: Vec<Range<usize>>,
     /// Keys so far, in feature order.
     pub ids: Ids,
     /// Milliseconds per batch answered so far.
@@ -142,11 +151,11 @@ pub struct Tally<'a> {
     mark: Instant,
 }
 
-impl<'a> Tally<'a> {
+impl Tally {
     /// Start counting now.
-    pub fn new(batches: &'a [Range<usize>], integer_key: bool, expected: usize) -> Self {
+    pub fn new(batches: &[Range<usize>], integer_key: bool, expected: usize) -> Self {
         Tally {
-            batches,
+            batches: batches.to_vec(),
             ids: Ids::new(integer_key, expected),
             db_ms: Vec::with_capacity(batches.len()),
             failure: None,
@@ -197,6 +206,11 @@ impl<'a> Tally<'a> {
         if executed && range.end == feature + 1 {
             self.mark_batch();
         }
+    }
+
+    /// A batch more, after the others (a body read as it arrives).
+    pub fn add_batch(&mut self, batch: Range<usize>) {
+        self.batches.push(batch);
     }
 
     /// Close the current batch's timing.

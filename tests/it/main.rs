@@ -38,6 +38,7 @@ mod schemas;
 mod sessions;
 mod settings;
 mod soak;
+mod streaming;
 mod support;
 mod telemetry;
 mod tls;

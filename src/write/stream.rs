@@ -1,0 +1,455 @@
+//! Writing a body while it arrives: its features are parsed and validated
+//! on a thread of their own, a batch at a time ([`read_rows`]), and each
+//! batch goes to the database, pipelined, as soon as it is ready
+//! ([`write_stream`]), so that the parser and the database work at once and
+//! a request holds its batches in flight and its ids, not its body.
+//!
+//! The transaction commits only once the whole body has been read and found
+//! good ([`Verdict`]): a body that turns out invalid, too large or cut short
+//! is rolled back, and its answer is the one it would have had whole.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::Poll;
+
+use bytes::Bytes;
+use futures_util::stream::FuturesOrdered;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::types::ToSql;
+use tokio_util::task::AbortOnDropHandle;
+
+use super::guard::TxGuard;
+use super::idempotency::Idempotency;
+use super::insert::{conclude, prepare_inserts, Answer};
+use super::pipeline::Call;
+use super::plan::{BatchLimits, Batcher};
+use super::report::{Tally, WriteReport};
+use super::{claim_calls, prepare_keyed, record_written, Keyed, WriteOptions};
+use crate::catalog::Collection;
+use crate::db::statement::Stmt;
+use crate::db::Database;
+use crate::error::Error;
+use crate::feature::stream::{parse_stream, Streamed};
+use crate::feature::{FeatureRow, Reading};
+
+/// Batches waiting between the parser and the writer: the parser runs at
+/// most this far ahead of the database.
+const BATCHES_AHEAD: usize = 4;
+
+/// Batches sent and not yet answered, in [`BatchLimits::max_bytes`]: the
+/// writer waits for answers beyond this, so that the connection's buffers
+/// stay bounded when the database is slower than the parser.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// Rows of one batch, with the column sets when they grew.
+pub struct Batch {
+    /// The rows, in feature order, after those of the batches before.
+    pub rows: Vec<FeatureRow>,
+    /// Every column set so far, when this batch brought a new one.
+    pub shapes: Option<Vec<Vec<usize>>>,
+}
+
+/// Whether a write read as it arrived may commit: known once the whole body
+/// has been read.
+#[derive(Debug)]
+pub enum Verdict {
+    /// The body was good: commit, under the Idempotency-Key with this
+    /// request hash if there is one.
+    Commit {
+        /// The hash of the whole request (see [`super::idempotency::request_hash`]).
+        hash: String,
+    },
+    /// The body was refused: roll back.
+    Abandon,
+}
+
+/// Parse and validate the body whose bytes `chunks` bring (after `head`),
+/// on a blocking thread: batches of rows go to the receiver while the body is
+/// good; the handle answers how it was read.
+pub fn read_rows(
+    head: Bytes,
+    mut chunks: mpsc::Receiver<Bytes>,
+    coll: Arc<Collection>,
+    how: Reading,
+    limits: BatchLimits,
+) -> (mpsc::Receiver<Batch>, tokio::task::JoinHandle<Streamed>) {
+    let (tx, rx) = mpsc::channel(BATCHES_AHEAD);
+    let parse = tokio::task::spawn_blocking(move || {
+        let input = std::iter::once(head).chain(std::iter::from_fn(|| chunks.blocking_recv()));
+        let mut batcher = Batcher::new(limits);
+        let mut known_shapes = 0;
+        let mut shapes_grew = None;
+        // A writer gone (its request over) refuses the batch: reading goes on.
+        let send = |rows, shapes| drop(tx.blocking_send(Batch { rows, shapes }));
+        let streamed = parse_stream(input, &coll, &how, &mut |row, shapes| {
+            if shapes.len() > known_shapes {
+                known_shapes = shapes.len();
+                shapes_grew = Some(shapes.to_vec());
+            }
+            if let Some(rows) = batcher.push(row) {
+                send(rows, shapes_grew.take());
+            }
+        });
+        if let (Streamed::Rows(Ok(_)), Some(rows)) = (&streamed, batcher.finish()) {
+            send(rows, shapes_grew.take());
+        }
+        streamed
+    });
+    (rx, parse)
+}
+
+/// Write the batches of `batches` in one transaction as they come, and
+/// commit if the `verdict` says so: the report, or `None` when no batch came
+/// or the body was refused (everything sent then rolled back).
+///
+/// The work runs on its own task, aborted when the request is dropped (its
+/// [`TxGuard`] then cancels what is in flight). A database failure stops the
+/// sending; the batches still coming are read and dropped, so that the body
+/// is read to its end and refused as it would have been whole. A streamed
+/// write is not run again after a deadlock: its rows are gone.
+pub async fn write_stream(
+    db: Database,
+    coll: Arc<Collection>,
+    batches: mpsc::Receiver<Batch>,
+    verdict: oneshot::Receiver<Verdict>,
+    options: WriteOptions,
+    idempotency: Option<Idempotency>,
+    srid: i32,
+) -> Result<Option<WriteReport>, Error> {
+    AbortOnDropHandle::new(tokio::spawn(crate::db::round_trips::carried(async move {
+        let stream = Streaming {
+            db: &db,
+            coll: &coll,
+            options,
+            srid,
+        };
+        let report = stream.run(batches, verdict, idempotency).await?;
+        if let Some(report) = &report {
+            record_written(&coll.id, report);
+        }
+        Ok(report)
+    })))
+    .await
+    .map_err(|e| Error::task_failed("writing", &e))?
+}
+
+/// What every batch of a streamed write shares.
+struct Streaming<'a> {
+    db: &'a Database,
+    coll: &'a Collection,
+    options: WriteOptions,
+    srid: i32,
+}
+
+impl Streaming<'_> {
+    async fn run(
+        &self,
+        mut batches: mpsc::Receiver<Batch>,
+        verdict: oneshot::Receiver<Verdict>,
+        mut idempotency: Option<Idempotency>,
+    ) -> Result<Option<WriteReport>, Error> {
+        // No connection is taken before there is a row to write.
+        let Some(first) = batches.recv().await else {
+            return Ok(None);
+        };
+        let client = match self.db.connection().await {
+            Ok(client) => TxGuard::new(client, self.db.connector()),
+            Err(e) => return abandoned(batches, verdict, Error::from(e)).await,
+        };
+        let keyed = match &idempotency {
+            Some(_) => match prepare_keyed(&client, self.db.naming()).await {
+                Ok(statements) => Some(statements),
+                Err(e) => return abandoned(batches, verdict, e).await,
+            },
+            None => None,
+        };
+        let mut sending = Sending::new(&client, self.coll, self.srid, self.options.limits);
+        sending.begin().await;
+        let mut next = Some(first);
+        while let Some(batch) = next {
+            sending.batch(batch, self.db).await;
+            next = batches.recv().await;
+        }
+        let hash = match verdict.await {
+            Ok(Verdict::Commit { hash }) => hash,
+            // Refused, or the request is over: nothing stays.
+            Ok(Verdict::Abandon) | Err(_) => {
+                sending.roll_back().await;
+                return Ok(None);
+            }
+        };
+        if let Some(idem) = &mut idempotency {
+            idem.hash = hash;
+        }
+        let keyed = idempotency
+            .as_ref()
+            .zip(keyed.as_ref())
+            .map(|(idem, statements)| Keyed { idem, statements });
+        sending.finish(keyed).await.map(Some)
+    }
+}
+
+/// A streamed write that failed before its first batch was sent: the
+/// batches still coming are dropped, and the body's refusal, if it is
+/// refused, is the answer.
+async fn abandoned(
+    mut batches: mpsc::Receiver<Batch>,
+    verdict: oneshot::Receiver<Verdict>,
+    error: Error,
+) -> Result<Option<WriteReport>, Error> {
+    while batches.recv().await.is_some() {}
+    match verdict.await {
+        Ok(Verdict::Commit { .. }) => Err(error),
+        _ => Ok(None),
+    }
+}
+
+/// Requests sent on one connection as they are made, their answers read
+/// back in order.
+struct Flight<'a, T> {
+    pending: FuturesOrdered<Call<'a, T>>,
+    /// Answers that arrived while sending.
+    ready: VecDeque<T>,
+}
+
+impl<'a, T> Flight<'a, T> {
+    fn new() -> Self {
+        Flight {
+            pending: FuturesOrdered::new(),
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Send `call` now (tokio-postgres sends a request when first polled).
+    async fn send(&mut self, call: Call<'a, T>) {
+        // A request sent while every earlier one has been answered waits a
+        // round trip of its own.
+        if self.pending.is_empty() {
+            crate::db::round_trips::round_trip();
+        }
+        self.pending.push_back(call);
+        let (pending, ready) = (&mut self.pending, &mut self.ready);
+        poll_fn(|cx| {
+            while let Poll::Ready(Some(answer)) = pending.poll_next_unpin(cx) {
+                ready.push_back(answer);
+            }
+            Poll::Ready(())
+        })
+        .await;
+    }
+
+    /// The next answer in order, waiting for it.
+    async fn next(&mut self) -> Option<T> {
+        match self.ready.pop_front() {
+            Some(answer) => Some(answer),
+            None => self.pending.next().await,
+        }
+    }
+
+    /// The next answer in order if it has arrived.
+    fn arrived(&mut self) -> Option<T> {
+        self.ready.pop_front()
+    }
+}
+
+/// The INSERTs of a streamed write, sent as batches come.
+struct Sending<'a> {
+    client: &'a TxGuard,
+    coll: &'a Collection,
+    srid: i32,
+    limits: BatchLimits,
+    flight: Flight<'a, Answer>,
+    statements: Vec<Stmt>,
+    shapes: Vec<Vec<usize>>,
+    tally: Tally,
+    /// BEGIN has been answered.
+    begun: bool,
+    /// A failure before any INSERT (BEGIN, preparing): nothing more is sent.
+    failed: Option<Error>,
+    /// Features come, INSERTs sent, and INSERTs answered (INSERT `k` is
+    /// feature `k`: sending stops at the first failure).
+    features: usize,
+    sent: usize,
+    answered: usize,
+    /// The end (in features) and size of each batch not answered yet.
+    in_flight: VecDeque<(usize, usize)>,
+    bytes_in_flight: usize,
+}
+
+impl<'a> Sending<'a> {
+    fn new(client: &'a TxGuard, coll: &'a Collection, srid: i32, limits: BatchLimits) -> Self {
+        Sending {
+            client,
+            coll,
+            srid,
+            limits,
+            flight: Flight::new(),
+            statements: Vec::new(),
+            shapes: Vec::new(),
+            tally: Tally::new(&[], coll.integer_key(), 0),
+            begun: false,
+            failed: None,
+            features: 0,
+            sent: 0,
+            answered: 0,
+            in_flight: VecDeque::new(),
+            bytes_in_flight: 0,
+        }
+    }
+
+    /// Whether nothing more is to be sent.
+    fn stopped(&self) -> bool {
+        self.failed.is_some() || self.tally.failure.is_some()
+    }
+
+    async fn begin(&mut self) {
+        self.client.set_open(true);
+        let client = self.client;
+        self.flight
+            .send(Box::pin(async move {
+                client.batch_execute("BEGIN").await.map(|()| None)
+            }))
+            .await;
+    }
+
+    /// Send the INSERTs of `batch`, then take the answers that have arrived
+    /// (waiting for some when too many bytes are in flight).
+    async fn batch(&mut self, batch: Batch, db: &Database) {
+        let first = self.features;
+        self.features += batch.rows.len();
+        self.tally.add_batch(first..self.features);
+        if self.stopped() {
+            return; // not attempted
+        }
+        if let Some(shapes) = batch.shapes {
+            let new = &shapes[self.shapes.len()..];
+            // Waits for the answers before it: a new column set is rare.
+            match prepare_inserts(self.client, self.coll, new, self.srid, db.naming()).await {
+                Ok(statements) => self.statements.extend(statements),
+                Err(e) => {
+                    self.failed = Some(e);
+                    return;
+                }
+            }
+            self.shapes = shapes;
+        }
+        let bytes: usize = batch.rows.iter().map(FeatureRow::wire_size).sum();
+        self.sent += batch.rows.len();
+        for row in batch.rows {
+            let statement = self.statements[row.shape].clone();
+            let client = self.client;
+            self.flight
+                .send(Box::pin(async move {
+                    let params: Vec<&(dyn ToSql + Sync)> =
+                        row.values.iter().map(|v| v as _).collect();
+                    statement
+                        .query_opt(client, &params)
+                        .await
+                        .map(|r| r.map(|r| r.get(0)))
+                }))
+                .await;
+        }
+        self.in_flight.push_back((self.sent, bytes));
+        self.bytes_in_flight += bytes;
+        while let Some(answer) = self.flight.arrived() {
+            self.record(answer);
+        }
+        let most = BATCHES_IN_FLIGHT * self.limits.max_bytes.max(1);
+        while self.bytes_in_flight > most && !self.stopped() {
+            match self.flight.next().await {
+                Some(answer) => self.record(answer),
+                None => break,
+            }
+        }
+    }
+
+    /// Take the next answer: BEGIN's, then one per feature in order.
+    fn record(&mut self, answer: Answer) {
+        if !self.begun {
+            self.begun = true;
+            if let Err(e) = answer {
+                self.failed = Some(Error::database("starting the transaction", &e));
+            }
+            return;
+        }
+        self.tally.record(self.answered, answer);
+        self.answered += 1;
+        while self
+            .in_flight
+            .front()
+            .is_some_and(|&(end, _)| end <= self.answered)
+        {
+            let (_, bytes) = self.in_flight.pop_front().expect("checked");
+            self.bytes_in_flight -= bytes;
+        }
+    }
+
+    /// Read every answer still due.
+    async fn answers(&mut self) {
+        let due = self.sent - self.answered + usize::from(!self.begun);
+        for _ in 0..due {
+            match self.flight.next().await {
+                Some(answer) => self.record(answer),
+                None => break,
+            }
+            // After a failure before the INSERTs, none of them were sent.
+            if self.failed.is_some() {
+                break;
+            }
+        }
+    }
+
+    /// Undo everything sent.
+    async fn roll_back(&mut self) {
+        self.flight = Flight::new(); // the answers still due are not read
+        crate::db::round_trips::round_trip();
+        if self.client.batch_execute("ROLLBACK").await.is_ok() {
+            self.client.set_open(false);
+        }
+    }
+
+    /// Commit the body found good: COMMIT queued behind the INSERTs where
+    /// that is safe (no key to store, no trigger that may skip a row), else
+    /// sent once every answer has been seen.
+    async fn finish(mut self, keyed: Option<Keyed<'a>>) -> Result<WriteReport, Error> {
+        if let Some(keyed) = keyed.filter(|_| !self.stopped()) {
+            let [expire, claim] = claim_calls(keyed, self.client);
+            for call in [expire, claim] {
+                self.flight
+                    .send(Box::pin(async move { call.await.map(|()| None) }))
+                    .await;
+            }
+        }
+        let commit_sent = keyed.is_none() && !self.coll.before_insert_trigger && !self.stopped();
+        if commit_sent {
+            let client = self.client;
+            self.flight
+                .send(Box::pin(async move {
+                    client.batch_execute("COMMIT").await.map(|()| None)
+                }))
+                .await;
+        }
+        self.answers().await;
+        if let Some(e) = self.failed.take() {
+            self.roll_back().await;
+            return Err(e);
+        }
+        if keyed.is_some() && self.tally.failure.is_none() {
+            for _ in 0..2 {
+                if let Some(Err(e)) = self.flight.next().await {
+                    self.roll_back().await;
+                    return Err(super::claim_failed(&e));
+                }
+            }
+        }
+        let queued = match commit_sent {
+            // After a failure the queued COMMIT comes back as a ROLLBACK.
+            true => Some((self.flight.next().await.expect("COMMIT was queued"), true)),
+            false => None,
+        };
+        self.flight = Flight::new();
+        conclude(self.client, self.coll, false, keyed, self.tally, queued).await
+    }
+}

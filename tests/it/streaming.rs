@@ -1,0 +1,304 @@
+//! Bodies written as they arrive (issue 18): large FeatureCollections are
+//! parsed, validated and written batch by batch, and committed only once the
+//! whole body has been read and found good.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::Request;
+use bytes::Bytes;
+use featurepipe::config::Config;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use futures_util::stream;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{via_proxy, Served, TestApp, TestDb, TestResponse};
+
+const TABLE: &str = "CREATE TABLE pts (
+    id serial PRIMARY KEY,
+    name text,
+    n integer NOT NULL,
+    geom geometry(Point, 4326)
+);
+CREATE INDEX ON pts USING gist (geom);";
+
+/// Settings that stream every body past 64 KiB, in batches of 500.
+fn streaming(config: &mut Config) {
+    config.stream_after = 64 << 10;
+    config.batch_size = 500;
+}
+
+/// Feature `i` of the generated bodies; `bad` ones give `n` as a word.
+fn feature(i: usize, bad: bool) -> String {
+    let n = if bad {
+        "\"many\"".to_owned()
+    } else {
+        i.to_string()
+    };
+    format!(
+        r#"{{"type":"Feature","geometry":{{"type":"Point","coordinates":[{},{}]}},"properties":{{"name":"p{i}","n":{n}}}}}"#,
+        (i % 360) as f64 - 180.0 + 0.5,
+        (i % 170) as f64 - 85.0 + 0.25
+    )
+}
+
+/// A FeatureCollection of `n` features made as it is sent, `chunk` features
+/// at a time, the features of `bad` invalid.
+fn body_of(n: usize, chunk: usize, bad: &'static [usize]) -> impl Iterator<Item = Bytes> {
+    let head = std::iter::once(Bytes::from_static(
+        b"{\"type\":\"FeatureCollection\",\"features\":[\n",
+    ));
+    let features = (0..n).step_by(chunk).map(move |start| {
+        let mut text = String::new();
+        for i in start..(start + chunk).min(n) {
+            if i > 0 {
+                text.push_str(",\n");
+            }
+            text.push_str(&feature(i, bad.contains(&i)));
+        }
+        Bytes::from(text)
+    });
+    head.chain(features)
+        .chain(std::iter::once(Bytes::from_static(b"]}\n")))
+}
+
+/// The chunks of `plain` gzipped as they come (the encoder flushed every chunk).
+fn gzipped(plain: impl Iterator<Item = Bytes>) -> impl Iterator<Item = Bytes> {
+    let mut encoder = Some(GzEncoder::new(Vec::new(), Compression::fast()));
+    plain
+        .map(Some)
+        .chain(std::iter::once(None))
+        .map(move |chunk| {
+            let Some(e) = encoder.as_mut() else {
+                return Bytes::new();
+            };
+            match chunk {
+                Some(chunk) => {
+                    e.write_all(&chunk).unwrap();
+                    e.flush().unwrap();
+                    Bytes::from(std::mem::take(e.get_mut()))
+                }
+                None => Bytes::from(encoder.take().unwrap().finish().unwrap()),
+            }
+        })
+}
+
+/// POST `chunks` (of unknown length: chunked) to the points.
+async fn post_stream(
+    app: &TestApp,
+    chunks: impl Iterator<Item = Bytes> + Send + 'static,
+    headers: &[(&str, &str)],
+) -> TestResponse {
+    let mut req =
+        Request::post("/collections/pts/items").header("content-type", "application/geo+json");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let body = Body::from_stream(stream::iter(chunks.map(Ok::<_, std::io::Error>)));
+    app.request(req.body(body).unwrap()).await
+}
+
+async fn count(app: &TestApp) -> i64 {
+    app.db.int("SELECT count(*) FROM pts").await
+}
+
+/// Every id answered, in feature order, is a row holding that feature.
+async fn assert_written(app: &TestApp, r: &TestResponse, n: usize) {
+    assert_eq!(r.status, 201, "{r:?}");
+    let ids = r.body["ids"].as_array().expect("ids");
+    assert_eq!(ids.len(), n);
+    assert_eq!(count(app).await, n as i64);
+    let in_order = app
+        .db
+        .int("SELECT count(*) FROM pts WHERE id - (SELECT min(id) FROM pts) = n")
+        .await;
+    assert_eq!(in_order, n as i64, "ids follow the features");
+    let first = ids[0].as_i64().unwrap();
+    let last = ids[n - 1].as_i64().unwrap();
+    assert_eq!(last - first, n as i64 - 1);
+}
+
+#[tokio::test]
+async fn a_large_gzip_stream_is_written_as_it_arrives() {
+    let app = TestApp::with_config(TABLE, streaming).await;
+    let n = 20_000;
+    let r = post_stream(
+        &app,
+        gzipped(body_of(n, 250, &[])),
+        &[("content-encoding", "gzip")],
+    )
+    .await;
+    assert_written(&app, &r, n).await;
+    assert_eq!(r.body["batches"].as_array().unwrap().len(), n / 500);
+}
+
+/// 500 MB of GeoJSON, gzipped as it is sent; `make test-huge` (a release
+/// build takes about a minute, a debug build several).
+#[tokio::test]
+#[ignore]
+async fn a_500_mb_gzip_stream_is_written_in_one_request() {
+    let app = TestApp::with_config(TABLE, |c| {
+        c.max_body = 1 << 30;
+        c.max_features = 10_000_000;
+    })
+    .await;
+    // About 122 bytes a feature.
+    let n = 4_200_000;
+    let r = post_stream(
+        &app,
+        gzipped(body_of(n, 2000, &[])),
+        &[("content-encoding", "gzip")],
+    )
+    .await;
+    assert_written(&app, &r, n).await;
+}
+
+#[tokio::test]
+async fn invalid_features_near_the_end_are_all_listed_and_nothing_is_written() {
+    let app = TestApp::with_config(TABLE, streaming).await;
+    let r = post_stream(&app, body_of(30_000, 250, &[29_990, 29_997]), &[]).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    let errors = r.body["errors"].as_array().unwrap();
+    let pointers: Vec<&str> = errors
+        .iter()
+        .map(|e| e["pointer"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        pointers,
+        [
+            "/features/29990/properties/n",
+            "/features/29997/properties/n"
+        ]
+    );
+    assert_eq!(count(&app).await, 0);
+    // Broken JSON past the first batches: the line and column in the whole body.
+    let broken = body_of(30_000, 250, &[]).map(|chunk| {
+        Bytes::from(
+            String::from_utf8(chunk.to_vec())
+                .unwrap()
+                .replace("\"p29000\"", "\"p29000"),
+        )
+    });
+    let r = post_stream(&app, broken, &[]).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let detail = r.body["detail"].as_str().unwrap();
+    assert!(detail.contains("at line 29002 column"), "{detail}");
+    assert_eq!(count(&app).await, 0);
+    // The same body, good, is written whole.
+    let r = post_stream(&app, body_of(30_000, 250, &[]), &[]).await;
+    assert_written(&app, &r, 30_000).await;
+}
+
+#[tokio::test]
+async fn a_conflict_mid_stream_is_answered_as_a_whole_body_would_be() {
+    let app = TestApp::with_config(
+        "CREATE TABLE pts (id serial PRIMARY KEY, name text, n integer NOT NULL UNIQUE, geom geometry(Point, 4326))",
+        streaming,
+    )
+    .await;
+    app.db
+        .client
+        .batch_execute("INSERT INTO pts (n) VALUES (12345)")
+        .await
+        .unwrap();
+    let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(r.body["errors"][0]["feature"], 12_345);
+    assert_eq!(count(&app).await, 1);
+}
+
+#[tokio::test]
+async fn a_keyed_stream_is_replayed_and_a_different_body_refused() {
+    let app = TestApp::with_config(TABLE, streaming).await;
+    let key = [("idempotency-key", "stream-1")];
+    let first = post_stream(&app, body_of(5_000, 250, &[]), &key).await;
+    assert_written(&app, &first, 5_000).await;
+    let again = post_stream(&app, body_of(5_000, 250, &[]), &key).await;
+    assert_eq!(again.status, 201, "{again:?}");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.body, first.body);
+    let other = post_stream(&app, body_of(5_001, 250, &[]), &key).await;
+    assert_eq!(other.status, 422, "{other:?}");
+    assert_eq!(count(&app).await, 5_000);
+}
+
+/// The head of a request for `len` bytes of GeoJSON on `addr`.
+fn request_head(addr: &str, len: usize) -> String {
+    format!(
+        "POST /collections/pts/items HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
+         Content-Length: {len}\r\nConnection: close\r\n\r\n"
+    )
+}
+
+/// The whole body of `n` features as text.
+fn body_text(n: usize) -> String {
+    body_of(n, 500, &[])
+        .map(|b| String::from_utf8(b.to_vec()).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_client_that_stops_halfway_has_nothing_written() {
+    let app = TestApp::with_config(TABLE, |c| {
+        streaming(c);
+        c.upload_timeout = Duration::from_millis(1500);
+    })
+    .await;
+    let served = Served::start(&app).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    let body = body_text(20_000);
+    let half = &body.as_bytes()[..body.len() / 2];
+    // Half the body, then the end of what it sends: the body is cut short.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(request_head(&addr, body.len()).as_bytes())
+        .await
+        .unwrap();
+    s.write_all(half).await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(count(&app).await, 0);
+    // Half the body, then silence: the upload times out.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(request_head(&addr, body.len()).as_bytes())
+        .await
+        .unwrap();
+    s.write_all(half).await.unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("FEATUREPIPE_UPLOAD_TIMEOUT"), "{answer}");
+    assert_eq!(count(&app).await, 0);
+}
+
+#[tokio::test]
+async fn a_database_lost_mid_stream_writes_nothing() {
+    let db = TestDb::new(TABLE).await;
+    let (proxy, mut config) = via_proxy(&db, Duration::ZERO).await;
+    streaming(&mut config);
+    let app = TestApp::on(db, config).await;
+    let proxy = Arc::new(proxy);
+    // The connection is cut while the body is still arriving.
+    let cut = proxy.clone();
+    let chunks = body_of(40_000, 250, &[])
+        .enumerate()
+        .map(move |(k, chunk)| {
+            if k == 100 {
+                cut.sever();
+            }
+            chunk
+        });
+    let r = post_stream(&app, chunks, &[]).await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(
+        r.body["type"],
+        Value::from("urn:featurepipe:problem:database-unavailable"),
+        "{r:?}"
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);
+}
