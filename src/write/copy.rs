@@ -169,7 +169,7 @@ impl Copy<'_> {
         copying
             .segment(job.rows, &batches, job.single, job.idempotency)
             .await?;
-        copying.commit(job.idempotency).await
+        Ok(copying.commit(job.idempotency).await?)
     }
 }
 
@@ -390,7 +390,7 @@ impl<'a> Copying<'a> {
 
     /// Flight 3: COMMIT (with the response under the Idempotency-Key), once
     /// every COPY has said how many rows it wrote.
-    pub async fn commit(self, keyed: Option<Keyed<'_>>) -> Result<WriteReport, CopyFailed> {
+    pub async fn commit(self, keyed: Option<Keyed<'_>>) -> Result<WriteReport, Error> {
         let report = WriteReport {
             strategy: super::Strategy::Copy,
             batches: self.tally.reports(true),
@@ -406,9 +406,29 @@ impl<'a> Copying<'a> {
                 if error.as_db_error().is_some() {
                     self.client.set_open(false);
                 }
-                Err(super::commit_failed(self.coll, &error, &self.tally).into())
+                Err(super::commit_failed(self.coll, &error, &self.tally))
             }
         }
+    }
+
+    /// Claim the Idempotency-Key in the transaction (one round trip): a
+    /// COPY of a body read as it arrived knows the request's hash last.
+    pub async fn claim(&self, keyed: Keyed<'_>) -> Result<(), Error> {
+        let mut calls = Calls::new(super::claim_calls(keyed, self.client).into());
+        calls.send_all().await;
+        while let Some(answer) = calls.next().await {
+            if let Err(e) = answer {
+                drop(calls);
+                self.rollback().await;
+                return Err(super::claim_failed(&e));
+            }
+        }
+        Ok(())
+    }
+
+    /// The ids and batches of the rows copied so far.
+    pub fn into_tally(self) -> Tally {
+        self.tally
     }
 
     /// The error for a COPY that failed: at the feature on the line

@@ -100,6 +100,19 @@ impl Ids {
         }
     }
 
+    /// How many keys there are.
+    pub fn len(&self) -> usize {
+        match self {
+            Ids::Int(v) => v.len(),
+            Ids::Text(v) => v.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The key of feature `i`, as text (for URLs).
     pub fn text(&self, i: usize) -> Option<String> {
         match self {

@@ -20,15 +20,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 use tokio_util::task::AbortOnDropHandle;
 
+use super::copy::{copy_plan, CopyFailed, CopyPlan, Copying};
 use super::guard::TxGuard;
 use super::idempotency::Idempotency;
 use super::insert::{conclude, prepare_inserts, Answer};
 use super::pipeline::Call;
-use super::plan::{BatchLimits, Batcher};
+use super::plan::{BatchLimits, Batcher, Plan};
 use super::report::{Tally, WriteReport};
-use super::{claim_calls, prepare_keyed, record_written, Keyed, WriteOptions};
+use super::{claim_calls, prepare_keyed, record_written, Keyed, Strategy, WriteOptions};
 use crate::catalog::Collection;
-use crate::db::statement::Stmt;
+use crate::db::statement::{Naming, Stmt};
 use crate::db::Database;
 use crate::error::Error;
 use crate::feature::stream::{parse_stream, Streamed};
@@ -148,37 +149,133 @@ impl Streaming<'_> {
         &self,
         mut batches: mpsc::Receiver<Batch>,
         verdict: oneshot::Receiver<Verdict>,
-        mut idempotency: Option<Idempotency>,
+        idempotency: Option<Idempotency>,
     ) -> Result<Option<WriteReport>, Error> {
         // No connection is taken before there is a row to write.
         let Some(first) = batches.recv().await else {
             return Ok(None);
         };
-        let client = match self.db.connection().await {
-            Ok(client) => TxGuard::new(client, self.db.connector()),
-            Err(e) => return abandoned(batches, verdict, Error::from(e)).await,
-        };
-        let keyed = match &idempotency {
-            Some(_) => match prepare_keyed(&client, self.db.naming()).await {
-                Ok(statements) => Some(statements),
+        let mut held = vec![first];
+        if let Some((copy, shape)) = self.copy_plan(&mut held, &mut batches).await {
+            let (client, keyed) = match self.connect(idempotency.is_some()).await {
+                Ok(connected) => connected,
                 Err(e) => return abandoned(batches, verdict, e).await,
-            },
-            None => None,
-        };
-        let mut sending = Sending::new(&client, self.coll, self.srid, self.options.limits);
-        sending.begin().await;
-        let mut next = Some(first);
-        while let Some(batch) = next {
-            sending.batch(batch, self.db).await;
-            next = batches.recv().await;
-        }
-        let hash = match verdict.await {
-            Ok(Verdict::Commit { hash }) => hash,
-            // Refused, or the request is over: nothing stays.
-            Ok(Verdict::Abandon) | Err(_) => {
-                sending.roll_back().await;
-                return Ok(None);
+            };
+            let naming = self.db.naming();
+            let copying = match Copying::prepare(&client, self.coll, copy, &shape, naming).await {
+                Ok(copying) => copying,
+                Err(e) => return abandoned(batches, verdict, e).await,
+            };
+            match copy_batches(copying, held, &mut batches).await {
+                Copied::All(copying) => {
+                    return commit_copy(copying, verdict, idempotency, keyed.as_ref()).await;
+                }
+                Copied::Failed(e) => return abandoned(batches, verdict, e).await,
+                // Refused at its start: the whole body by INSERT, on a
+                // connection of its own (see `CopyFailed::Refused`).
+                Copied::Refused(back) => held = back,
+                // Features of another column set: the rest by INSERT.
+                Copied::Reshaped(copying, rest) => {
+                    let copied = Some(copying.into_tally());
+                    let connected = (client, keyed);
+                    let rest = (rest, batches, verdict);
+                    return self.insert(connected, copied, rest, idempotency).await;
+                }
             }
+        }
+        let connected = match self.connect(idempotency.is_some()).await {
+            Ok(connected) => connected,
+            Err(e) => return abandoned(batches, verdict, e).await,
+        };
+        self.insert(connected, None, (held, batches, verdict), idempotency)
+            .await
+    }
+
+    /// A connection, with the Idempotency-Key's statements if `keyed`.
+    async fn connect(&self, keyed: bool) -> Result<(TxGuard, Option<[Stmt; 3]>), Error> {
+        let client = TxGuard::new(self.db.connection().await?, self.db.connector());
+        let statements = match keyed {
+            true => Some(prepare_keyed(&client, self.db.naming()).await?),
+            false => None,
+        };
+        Ok((client, statements))
+    }
+
+    /// COPY or not, decided as for a whole body ([`super::Request`]): by
+    /// the strategy, and for `auto` by the number of features, known once
+    /// the threshold has been reached (batches held until then) or the
+    /// body has ended. With the COPY's column set.
+    async fn copy_plan(
+        &self,
+        held: &mut Vec<Batch>,
+        batches: &mut mpsc::Receiver<Batch>,
+    ) -> Option<(CopyPlan, Vec<usize>)> {
+        let options = self.options;
+        let wants_copy = match options.strategy {
+            Strategy::Insert => false,
+            Strategy::Copy => true,
+            Strategy::Auto => {
+                let mut rows: usize = held.iter().map(|b| b.rows.len()).sum();
+                while rows < options.copy_threshold {
+                    let Some(batch) = batches.recv().await else {
+                        break;
+                    };
+                    rows += batch.rows.len();
+                    held.push(batch);
+                }
+                rows >= options.copy_threshold
+            }
+        };
+        let copy_allowed = options.pipeline && self.db.naming() != Naming::Unnamed;
+        if !(wants_copy && copy_allowed) {
+            return None;
+        }
+        let plan = Plan {
+            shapes: held.iter().rev().find_map(|b| b.shapes.clone())?,
+            batches: Vec::new(),
+        };
+        let copy = copy_plan(self.coll, &plan, self.srid)?;
+        Some((copy, plan.shapes[0].clone()))
+    }
+
+    /// Write `held`, then the batches still coming, by pipelined INSERTs on
+    /// `client`, in a transaction begun here or, after the COPY of the
+    /// features before them, already open (`copied`); commit if the verdict
+    /// says so.
+    async fn insert(
+        &self,
+        (client, keyed): (TxGuard, Option<[Stmt; 3]>),
+        copied: Option<Tally>,
+        (held, mut batches, verdict): (
+            Vec<Batch>,
+            mpsc::Receiver<Batch>,
+            oneshot::Receiver<Verdict>,
+        ),
+        mut idempotency: Option<Idempotency>,
+    ) -> Result<Option<WriteReport>, Error> {
+        let limits = self.options.limits;
+        let mut sending = match copied {
+            Some(tally) => Sending::continuing(&client, self.coll, self.srid, limits, tally),
+            None => {
+                let mut sending = Sending::new(&client, self.coll, self.srid, limits);
+                sending.begin().await;
+                sending
+            }
+        };
+        let mut held = held.into_iter();
+        loop {
+            let batch = match held.next() {
+                Some(batch) => batch,
+                None => match batches.recv().await {
+                    Some(batch) => batch,
+                    None => break,
+                },
+            };
+            sending.batch(batch, self.db).await;
+        }
+        let Some(hash) = judged(verdict).await else {
+            sending.roll_back().await;
+            return Ok(None);
         };
         if let Some(idem) = &mut idempotency {
             idem.hash = hash;
@@ -189,6 +286,128 @@ impl Streaming<'_> {
             .map(|(idem, statements)| Keyed { idem, statements });
         sending.finish(keyed).await.map(Some)
     }
+}
+
+/// The hash to commit under, once the whole body has been read; `None`
+/// when it was refused (or the request is over): nothing is to stay.
+async fn judged(verdict: oneshot::Receiver<Verdict>) -> Option<String> {
+    match verdict.await {
+        Ok(Verdict::Commit { hash }) => Some(hash),
+        Ok(Verdict::Abandon) | Err(_) => None,
+    }
+}
+
+/// Batches of COPY rows per `COPY` statement at most: a segment takes the
+/// batches that are ready when it starts.
+const SEGMENT_BATCHES: usize = 16;
+
+/// How a COPY of batches as they came ended.
+enum Copied<'a> {
+    /// Every batch copied.
+    All(Copying<'a>),
+    /// Refused by the database (and rolled back): the answer, unless the
+    /// body is refused too.
+    Failed(Error),
+    /// COPY refused at its start, nothing sent: these batches, again.
+    Refused(Vec<Batch>),
+    /// The features before these batches copied; these bring a column set
+    /// the COPY does not have.
+    Reshaped(Copying<'a>, Vec<Batch>),
+}
+
+/// COPY `held`, then the batches as they come, a segment at a time.
+async fn copy_batches<'a>(
+    mut copying: Copying<'a>,
+    mut pending: Vec<Batch>,
+    batches: &mut mpsc::Receiver<Batch>,
+) -> Copied<'a> {
+    loop {
+        if pending.is_empty() {
+            match batches.recv().await {
+                Some(batch) => pending.push(batch),
+                None => return Copied::All(copying),
+            }
+        }
+        while pending.len() < SEGMENT_BATCHES {
+            match batches.try_recv() {
+                Ok(batch) => pending.push(batch),
+                Err(_) => break,
+            }
+        }
+        let reshaped = pending
+            .iter()
+            .position(|b| b.shapes.as_ref().is_some_and(|s| s.len() > 1));
+        let later = reshaped.map(|k| pending.split_off(k));
+        if !pending.is_empty() {
+            let lengths: Vec<usize> = pending.iter().map(|b| b.rows.len()).collect();
+            let shapes = pending[0].shapes.clone();
+            let rows: Vec<FeatureRow> = pending.drain(..).flat_map(|b| b.rows).collect();
+            match copying.segment(&rows, &lengths, false, None).await {
+                Ok(()) => {}
+                Err(CopyFailed::Refused(e)) => {
+                    tracing::debug!("COPY refused ({e}); writing by INSERT");
+                    return Copied::Refused(rebatched(rows, &lengths, shapes));
+                }
+                Err(CopyFailed::Write(e)) => return Copied::Failed(e),
+                Err(CopyFailed::RowsSkipped) => {
+                    return Copied::Failed(Error::internal(
+                        "a BEFORE INSERT trigger that featurepipe's catalog does not know of \
+                         skipped rows of the COPY; nothing was written. Retry once the catalog \
+                         has been reloaded (SIGHUP or NOTIFY featurepipe_reload)",
+                    ))
+                }
+            }
+        }
+        if let Some(later) = later {
+            return Copied::Reshaped(copying, later);
+        }
+    }
+}
+
+/// `rows` cut again into batches of `lengths`, the first with `shapes`.
+fn rebatched(
+    mut rows: Vec<FeatureRow>,
+    lengths: &[usize],
+    mut shapes: Option<Vec<Vec<usize>>>,
+) -> Vec<Batch> {
+    let mut batches: Vec<Batch> = lengths
+        .iter()
+        .rev()
+        .map(|&n| Batch {
+            rows: rows.split_off(rows.len() - n),
+            shapes: None,
+        })
+        .collect();
+    batches.reverse();
+    if let Some(first) = batches.first_mut() {
+        first.shapes = shapes.take();
+    }
+    batches
+}
+
+/// Commit a COPY of every batch if the verdict says so, under the
+/// Idempotency-Key (claimed now that the request's hash is known).
+async fn commit_copy(
+    copying: Copying<'_>,
+    verdict: oneshot::Receiver<Verdict>,
+    mut idempotency: Option<Idempotency>,
+    statements: Option<&[Stmt; 3]>,
+) -> Result<Option<WriteReport>, Error> {
+    let Some(hash) = judged(verdict).await else {
+        copying.rollback().await;
+        return Ok(None);
+    };
+    if let Some(idem) = &mut idempotency {
+        idem.hash = hash;
+    }
+    let keyed = idempotency
+        .as_ref()
+        .zip(statements)
+        .map(|(idem, statements)| Keyed { idem, statements });
+    if let Some(keyed) = keyed {
+        copying.claim(keyed).await?;
+    }
+    copying.commit(keyed).await.map(Some)
 }
 
 /// A streamed write that failed before its first batch was sent: the
@@ -296,6 +515,26 @@ impl<'a> Sending<'a> {
             answered: 0,
             in_flight: VecDeque::new(),
             bytes_in_flight: 0,
+        }
+    }
+
+    /// INSERTs of the features after those a COPY wrote in the
+    /// transaction already open, whose ids and batches `tally` holds.
+    fn continuing(
+        client: &'a TxGuard,
+        coll: &'a Collection,
+        srid: i32,
+        limits: BatchLimits,
+        tally: Tally,
+    ) -> Self {
+        let copied = tally.ids.len();
+        Sending {
+            begun: true,
+            features: copied,
+            sent: copied,
+            answered: copied,
+            tally,
+            ..Sending::new(client, coll, srid, limits)
         }
     }
 
