@@ -9,6 +9,7 @@
 //! binary), as deployed. Run by `scripts/bench.sh` on a throwaway cluster.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -31,15 +32,17 @@ enum Strategy {
     OneAtATime,
     HttpInsert,
     HttpCopy,
+    HttpCopyWhole,
     RawCopy,
     Ogr2ogr,
 }
 
 impl Strategy {
-    const ALL: [Strategy; 5] = [
+    const ALL: [Strategy; 6] = [
         Strategy::OneAtATime,
         Strategy::HttpInsert,
         Strategy::HttpCopy,
+        Strategy::HttpCopyWhole,
         Strategy::RawCopy,
         Strategy::Ogr2ogr,
     ];
@@ -49,6 +52,7 @@ impl Strategy {
             Strategy::OneAtATime => "1 one INSERT at a time",
             Strategy::HttpInsert => "2 featurepipe, pipelined INSERT",
             Strategy::HttpCopy => "3 featurepipe, COPY",
+            Strategy::HttpCopyWhole => "3w featurepipe, COPY, body read whole",
             Strategy::RawCopy => "4 binary COPY, no ids",
             Strategy::Ogr2ogr => "5 ogr2ogr",
         }
@@ -59,6 +63,7 @@ impl Strategy {
             Strategy::OneAtATime => "#d62728",
             Strategy::HttpInsert => "#1f77b4",
             Strategy::HttpCopy => "#2ca02c",
+            Strategy::HttpCopyWhole => "#98df8a",
             Strategy::RawCopy => "#7f7f7f",
             Strategy::Ogr2ogr => "#ff7f0e",
         }
@@ -92,6 +97,27 @@ fn points(n: usize, dir: &Path) -> Dataset {
         })
         .collect();
     dataset(format!("{n} points"), "points", features, dir)
+}
+
+/// The GeoJSON of [`points`] alone, written straight as text: a body of
+/// millions of features without a tree of values in the bench process.
+fn points_body(n: usize) -> Vec<u8> {
+    let mut body = Vec::with_capacity(n * 130);
+    body.extend_from_slice(b"{\"type\":\"FeatureCollection\",\"features\":[");
+    for i in 0..n {
+        let (x, y) = (
+            -10.0 + (i % 1000) as f64 * 0.04,
+            35.0 + (i / 1000) as f64 * 0.002,
+        );
+        let comma = if i > 0 { "," } else { "" };
+        write!(
+            body,
+            "{comma}{{\"type\":\"Feature\",\"geometry\":{{\"type\":\"Point\",\"coordinates\":[{x},{y}]}},\"properties\":{{\"name\":\"p{i}\",\"seq\":{i}}}}}"
+        )
+        .unwrap();
+    }
+    body.extend_from_slice(b"]}");
+    body
 }
 
 fn polygons(dir: &Path) -> Dataset {
@@ -279,7 +305,7 @@ impl Bench {
         strategy: Strategy,
         data: &Dataset,
         proxy: &Proxy,
-        services: &[Service; 2],
+        services: &[Service; 3],
     ) -> (Duration, u64) {
         let via = self
             .db_url
@@ -307,8 +333,12 @@ impl Bench {
                 client.batch_execute("COMMIT").await.unwrap();
                 started.elapsed()
             }
-            Strategy::HttpInsert | Strategy::HttpCopy => {
-                let service = &services[usize::from(strategy == Strategy::HttpCopy)];
+            Strategy::HttpInsert | Strategy::HttpCopy | Strategy::HttpCopyWhole => {
+                let service = match strategy {
+                    Strategy::HttpInsert => &services[0],
+                    Strategy::HttpCopy => &services[1],
+                    _ => &services[2],
+                };
                 let path = format!("/collections/{}/items", data.table);
                 let started = start();
                 let (status, body) = http(service.addr, "POST", &path, &data.geojson)
@@ -372,7 +402,7 @@ impl Bench {
         data: &Dataset,
         rtt_ms: u64,
         proxy: &Proxy,
-        services: &[Service; 2],
+        services: &[Service; 3],
     ) {
         // One INSERT at a time costs a round trip per feature: it is extrapolated from the
         // largest smaller size measured at this RTT when the runs would blow the time budget.
@@ -490,10 +520,24 @@ async fn main() {
             )
             .await,
             Service::start(&bench.bin, &via, &[("FEATUREPIPE_WRITE_STRATEGY", "copy")]).await,
+            // The same, without streaming: every body read whole first.
+            Service::start(
+                &bench.bin,
+                &via,
+                &[
+                    ("FEATUREPIPE_WRITE_STRATEGY", "copy"),
+                    ("FEATUREPIPE_STREAM_AFTER", "1GiB"),
+                ],
+            )
+            .await,
         ];
         for data in &datasets {
             for strategy in Strategy::ALL {
                 if strategy == Strategy::Ogr2ogr && !bench.ogr2ogr {
+                    continue;
+                }
+                // Bodies up to 8 MiB are read whole anyway: only larger ones differ.
+                if strategy == Strategy::HttpCopyWhole && data.geojson.len() <= 8 << 20 {
                     continue;
                 }
                 bench.cell(strategy, data, rtt, &proxy, &services).await;
@@ -644,43 +688,64 @@ async fn edit_session(bench: &Bench) -> String {
 /// Memory for one 64 MiB body, and 32 concurrent small writers.
 async fn load_tests(bench: &Bench, dir: &Path) -> String {
     let mut md = String::new();
-    // 64 MiB of points: about 532,000 features.
-    let big = points(532_000, dir);
-    bench.truncate("points").await;
-    let service = Service::start(
-        &bench.bin,
-        &bench.db_url,
-        &[("FEATUREPIPE_MAX_BODY", "128MiB")],
-    )
-    .await;
-    let idle = service.peak_rss();
-    let started = Instant::now();
-    let (status, _) = http(
-        service.addr,
-        "POST",
-        "/collections/points/items",
-        &big.geojson,
-    )
-    .await
-    .unwrap();
-    let wall = started.elapsed();
-    assert_eq!(status, 201);
-    let peak = service.peak_rss();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    writeln!(
-        md,
-        "- **Memory**: one FeatureCollection of {} features, {:.1} MiB, default settings (auto → COPY): \
-         peak RSS {:.1} MiB ({:.2}× the body; {:.1} MiB before the request); written in {:.2} s, {:.0} features/s.",
-        big.len(),
-        mib(big.geojson.len() as u64),
-        mib(peak),
-        peak as f64 / big.geojson.len() as f64,
-        mib(idle),
-        wall.as_secs_f64(),
-        big.len() as f64 / wall.as_secs_f64()
-    )
-    .unwrap();
-    drop(big);
+    // 64 MiB of points (about 532,000 features), streamed and read whole;
+    // then 512 MiB (about 4.2 million), streamed. Each on a service of its
+    // own, so that its peak RSS is the request's.
+    let cases: [(usize, &str, &str); 3] = [
+        (532_000, "streamed", "8MiB"),
+        (532_000, "read whole", "1GiB"),
+        (4_260_000, "streamed", "8MiB"),
+    ];
+    let mut single = f64::NAN;
+    for (n, how, stream_after) in cases {
+        let body = points_body(n);
+        bench.truncate("points").await;
+        let service = Service::start(
+            &bench.bin,
+            &bench.db_url,
+            &[
+                ("FEATUREPIPE_MAX_BODY", "1GiB"),
+                ("FEATUREPIPE_MAX_FEATURES", "10000000"),
+                ("FEATUREPIPE_STREAM_AFTER", stream_after),
+            ],
+        )
+        .await;
+        let idle = service.peak_rss();
+        let started = Instant::now();
+        let (status, answer) = http(service.addr, "POST", "/collections/points/items", &body)
+            .await
+            .unwrap();
+        let wall = started.elapsed();
+        assert_eq!(
+            status,
+            201,
+            "{}",
+            String::from_utf8_lossy(&answer[..answer.len().min(2000)])
+        );
+        let report: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(report["ids"].as_array().map(Vec::len), Some(n));
+        let peak = service.peak_rss();
+        if n == 532_000 && how == "streamed" {
+            single = n as f64 / wall.as_secs_f64();
+        }
+        writeln!(
+            md,
+            "- **Memory, {:.0} MiB body, {how}**: one FeatureCollection of {n} points, {:.1} MiB, \
+             FEATUREPIPE_MAX_BODY=1GiB, otherwise default settings (auto → COPY): peak RSS {:.1} MiB \
+             ({:.2}× the body; {:.1} MiB before the request); every id returned; written in {:.2} s, \
+             {:.0} features/s.",
+            mib(body.len() as u64).round(),
+            mib(body.len() as u64),
+            mib(peak),
+            peak as f64 / body.len() as f64,
+            mib(idle),
+            wall.as_secs_f64(),
+            n as f64 / wall.as_secs_f64()
+        )
+        .unwrap();
+    }
+    let service = Service::start(&bench.bin, &bench.db_url, &[]).await;
 
     // 32 clients, each posting 100-point collections, RTT 0.
     let small = points(100, dir);
@@ -708,17 +773,10 @@ async fn load_tests(bench: &Bench, dir: &Path) -> String {
     }
     let wall = started.elapsed();
     let total = clients * per_client * small.len();
-    let single = bench
-        .cells
-        .iter()
-        .filter(|c| c.n == 100_000 && c.rtt_ms == 0 && c.strategy == Strategy::HttpCopy)
-        .map(|c| c.n as f64 / c.wall.as_secs_f64())
-        .next()
-        .unwrap_or(f64::NAN);
     writeln!(
         md,
         "- **Concurrency**: {clients} clients × {per_client} requests × 100 points, RTT 0, default settings: \
-         {failures} errors, {total} features in {:.2} s = {:.0} features/s ({:.0}% of the single 100,000-point COPY request's {:.0} features/s).",
+         {failures} errors, {total} features in {:.2} s = {:.0} features/s ({:.0}% of the single 532,000-point streamed request's {:.0} features/s).",
         wall.as_secs_f64(),
         total as f64 / wall.as_secs_f64(),
         100.0 * (total as f64 / wall.as_secs_f64()) / single,
