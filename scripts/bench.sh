@@ -19,6 +19,6 @@ CREATE INDEX polys_geom ON polys USING gist (geom);
 SQL
 cargo build --release
 export FEATUREPIPE_BENCH_PG="postgres://postgres@127.0.0.1:$port"
-export FEATUREPIPE_BIN="$PWD/target/release/featurepipe"
+export FEATUREPIPE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/featurepipe"
 export FEATUREPIPE_BENCH_OUT="$PWD/bench"
 cargo bench --bench matrix -- "$@"
