@@ -68,9 +68,11 @@ pub struct Config {
         value_parser = |s: &str| named(&Strategy::ALL, s)
     )]
     pub write_strategy: Strategy,
-    /// Features per request from which `auto` writes with COPY.
-    #[arg(long, env = "FEATUREPIPE_COPY_THRESHOLD", default_value_t = 100)]
-    pub copy_threshold: usize,
+    /// Features per request from which `auto` writes with COPY; unset: the
+    /// faster of the two, from the round trip and per-row costs measured as
+    /// the service runs.
+    #[arg(long, env = "FEATUREPIPE_COPY_THRESHOLD")]
+    pub copy_threshold: Option<usize>,
     /// Largest accepted request body (suffixes KiB, MiB, GiB allowed).
     #[arg(long, env = "FEATUREPIPE_MAX_BODY", default_value = "64MiB", value_parser = parse_bytes)]
     pub max_body: usize,

@@ -1,5 +1,6 @@
 //! Connection pool, start-up checks and migrations.
 
+pub mod costs;
 pub mod listen;
 pub mod migrate;
 pub mod round_trips;
@@ -137,6 +138,8 @@ pub struct Database {
     connector: MakeRustlsConnect,
     /// Where the pool's connections go, for connections of their own (LISTEN).
     config: Arc<tokio_postgres::Config>,
+    /// What writes have been observed to cost on this database.
+    costs: Arc<costs::Costs>,
 }
 
 /// What sits between the service and PostgreSQL (`FEATUREPIPE_POOLER`).
@@ -234,6 +237,7 @@ impl Database {
             tls: Arc::new(tls_options),
             connector,
             config: Arc::new(config),
+            costs: Arc::default(),
         })
     }
 
@@ -256,6 +260,11 @@ impl Database {
             Pooler::Transaction => Naming::Unnamed,
             Pooler::None | Pooler::Session => Naming::Cached,
         }
+    }
+
+    /// What writes have been observed to cost on this database.
+    pub fn costs(&self) -> &Arc<costs::Costs> {
+        &self.costs
     }
 
     /// Run every request's SQL as a role chosen per request ([`Database::as_role`]).

@@ -19,6 +19,10 @@ use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
 use super::{refused, write_failed, Job, Keyed};
 use crate::catalog::{Collection, ColumnType, ScalarType};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::db::costs::{Cost, Costs};
 use crate::db::quote_ident;
 use crate::db::statement::{cache_room, prepare_named, Naming};
 use crate::error::Error;
@@ -163,8 +167,10 @@ impl Copy<'_> {
     pub async fn run(self) -> Result<WriteReport, CopyFailed> {
         let job = &self.job;
         let shape = &job.plan.shapes[0];
-        let mut copying =
-            Copying::prepare(job.client, job.coll, self.copy, shape, job.naming).await?;
+        let mut copying = Copying::prepare(
+            job.client, job.coll, self.copy, shape, job.naming, &job.costs,
+        )
+        .await?;
         let batches: Vec<usize> = job.plan.batches.iter().map(|b| b.len()).collect();
         copying
             .segment(job.rows, &batches, job.single, job.idempotency)
@@ -196,6 +202,8 @@ pub struct Copying<'a> {
     tally: Tally,
     /// Rows copied so far.
     copied: usize,
+    /// What writes cost on this database, observed again by this one.
+    costs: Arc<Costs>,
 }
 
 impl<'a> Copying<'a> {
@@ -207,6 +215,7 @@ impl<'a> Copying<'a> {
         copy: CopyPlan,
         shape: &[usize],
         naming: Naming,
+        costs: &Arc<Costs>,
     ) -> Result<Copying<'a>, Error> {
         let pk = coll.primary_key.expect("copy_plan checked the key");
         // Both statements are prepared up front so that each is later sent as
@@ -250,6 +259,7 @@ impl<'a> Copying<'a> {
             key_at,
             tally: Tally::new(&[], coll.integer_key(), 0),
             copied: 0,
+            costs: costs.clone(),
         })
     }
 
@@ -308,9 +318,14 @@ impl<'a> Copying<'a> {
             client.copy_in(copy_statement).await.map(Opened::Sink)
         }));
         let mut calls = Calls::new(flight);
+        let sent = Instant::now();
         calls.send_all().await;
         let (mut keys, mut sink) = (None, None);
         while let Some(answer) = calls.next().await {
+            if first == 0 && keys.is_none() && sink.is_none() {
+                // BEGIN is answered at once: its answer takes a round trip.
+                self.costs.observe(Cost::RoundTrip, sent.elapsed());
+            }
             match answer {
                 Ok(Opened::Done | Opened::Claimed(Ok(_))) => {}
                 Ok(Opened::Claimed(Err(e))) => return Err(super::claim_failed(&e).into()),
@@ -340,6 +355,7 @@ impl<'a> Copying<'a> {
         }
 
         // Flight 2: the rows and the end of the COPY.
+        let copying = Instant::now();
         let mut written = Ok(());
         let mut batch_ends = batches.iter().scan(0, |end, len| {
             *end += len;
@@ -376,7 +392,11 @@ impl<'a> Copying<'a> {
         self.copied += rows.len();
         // A BEFORE INSERT trigger returning NULL drops a row without an error.
         match copied {
-            Ok(count) if count == rows.len() as u64 => Ok(()),
+            Ok(count) if count == rows.len() as u64 => {
+                self.costs
+                    .observe_rows(Cost::CopyRow, rows.len(), copying.elapsed());
+                Ok(())
+            }
             Ok(_) => {
                 self.rollback().await;
                 Err(CopyFailed::RowsSkipped)

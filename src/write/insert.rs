@@ -5,7 +5,10 @@
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Error as PgError;
 
+use std::time::Instant;
+
 use crate::catalog::Collection;
+use crate::db::costs::Cost;
 use crate::db::statement::{cache_room, prepare_in_flight, Naming, Stmt};
 
 use super::guard::TxGuard;
@@ -46,6 +49,7 @@ impl Insert<'_> {
             self.job.rows.len(),
         );
         self.job.client.set_open(true);
+        let sent = Instant::now();
         if self.pipeline {
             calls.send_all().await;
         }
@@ -58,6 +62,10 @@ impl Insert<'_> {
                 return Err(super::outcome_unknown(&tally));
             }
             return Err(Error::database("starting the transaction", &e));
+        }
+        if self.pipeline {
+            // BEGIN is answered at once: its answer takes a round trip.
+            self.job.costs.observe(Cost::RoundTrip, sent.elapsed());
         }
         if self.job.idempotency.is_some() {
             for _ in 0..2 {
@@ -80,15 +88,14 @@ impl Insert<'_> {
         };
         drop(calls);
         let job = &self.job;
-        conclude(
-            job.client,
-            job.coll,
-            job.single,
-            job.idempotency,
-            tally,
-            queued,
-        )
-        .await
+        let rows = job.rows.len();
+        let (keyed, single) = (job.idempotency, job.single);
+        let written = conclude(job.client, job.coll, single, keyed, tally, queued).await;
+        if self.pipeline && written.is_ok() {
+            job.costs
+                .observe_rows(Cost::InsertRow, rows, sent.elapsed());
+        }
+        written
     }
 
     /// BEGIN, one INSERT per feature, and COMMIT if `commit`: not sent until polled.

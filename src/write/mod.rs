@@ -19,6 +19,7 @@ use tokio_postgres::types::ToSql;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::catalog::Collection;
+use crate::db::costs::Costs;
 use crate::db::statement::{prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
 use crate::error::{Error, ErrorKind, FieldError, Refusal};
@@ -55,6 +56,8 @@ pub struct Job<'a> {
     pub idempotency: Option<Keyed<'a>>,
     /// How its statements are prepared.
     pub naming: Naming,
+    /// What writes cost on this database, observed again by this one.
+    pub costs: Arc<Costs>,
 }
 
 /// An Idempotency-Key with its statements prepared on the job's connection:
@@ -77,10 +80,46 @@ pub struct WriteOptions {
     /// at a time, for proxies and PostgreSQL-compatible servers that mishandle
     /// pipelining.
     pub pipeline: bool,
-    /// INSERT, COPY, or COPY from `copy_threshold` features on.
+    /// INSERT, COPY, or (`auto`) whichever is faster.
     pub strategy: Strategy,
-    /// Features from which `auto` uses COPY.
-    pub copy_threshold: usize,
+    /// Features from which `auto` uses COPY; `None`: as measured ([`copy_from`]).
+    pub copy_threshold: Option<usize>,
+}
+
+impl WriteOptions {
+    /// Whether a write of `features` features uses COPY where it can.
+    pub fn wants_copy(&self, features: usize, db: &Database) -> bool {
+        match self.strategy {
+            Strategy::Insert => false,
+            Strategy::Copy => true,
+            Strategy::Auto => features >= self.copy_from(db),
+        }
+    }
+
+    /// The number of features from which `auto` uses COPY.
+    pub fn copy_from(&self, db: &Database) -> usize {
+        self.copy_threshold
+            .unwrap_or_else(|| copy_from(&db.costs().observed()))
+    }
+}
+
+/// The number of features from which COPY is the faster strategy, for the
+/// costs `observed`: pipelined INSERTs cost one round trip and `n` INSERT
+/// rows; COPY two more round trips (the defaults query and the start of the
+/// COPY, then its end, before COMMIT) and `n` COPY rows. So COPY is faster
+/// from `2 × round trip / (INSERT row − COPY row)` features on; never when
+/// a COPY row costs as much as an INSERT row.
+pub fn copy_from(observed: &crate::db::costs::Observed) -> usize {
+    let saved = observed.insert_row - observed.copy_row;
+    if saved <= 0.0 {
+        return usize::MAX;
+    }
+    let tie = 2.0 * observed.round_trip / saved;
+    if tie >= usize::MAX as f64 {
+        usize::MAX
+    } else {
+        tie.ceil().max(1.0) as usize
+    }
 }
 
 /// How features are written.
@@ -198,11 +237,7 @@ impl Request<'_> {
     /// COPY where it can be used, else (or if COPY wrote nothing where
     /// INSERT may) by pipelined INSERTs.
     async fn write(&self, db: &Database, options: WriteOptions) -> Result<WriteReport, Error> {
-        let wants_copy = match options.strategy {
-            Strategy::Insert => false,
-            Strategy::Copy => true,
-            Strategy::Auto => self.rows.len() >= options.copy_threshold,
-        };
+        let wants_copy = options.wants_copy(self.rows.len(), db);
         // COPY has no per-statement pipelining to switch off: keep it to
         // pipelined mode; and it needs a named statement.
         let copy_allowed = options.pipeline && db.naming() != Naming::Unnamed;
@@ -273,6 +308,7 @@ impl Request<'_> {
                 .zip(keyed)
                 .map(|(idem, statements)| Keyed { idem, statements }),
             naming: db.naming(),
+            costs: db.costs().clone(),
         }
     }
 }
@@ -513,4 +549,31 @@ fn outcome_unknown(tally: &Tally) -> Error {
         })
         .collect();
     Error::outcome_unknown().with_batches(&batches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::costs::Observed;
+
+    fn costs(round_trip_ms: f64, insert_us: f64, copy_us: f64) -> Observed {
+        Observed {
+            round_trip: round_trip_ms * 1e-3,
+            insert_row: insert_us * 1e-6,
+            copy_row: copy_us * 1e-6,
+        }
+    }
+
+    #[test]
+    fn copy_is_chosen_where_its_two_more_round_trips_pay() {
+        // Next to the database: COPY from a few dozen features on.
+        assert_eq!(copy_from(&costs(0.5, 40.0, 10.0)), 34);
+        // 50 ms away: 2 × 50 ms / 30 µs, about 3,334 features.
+        assert_eq!(copy_from(&costs(50.0, 40.0, 10.0)), 3334);
+        // The old rule of thumb, RTT / 30 µs... for each of the two round trips.
+        assert_eq!(copy_from(&costs(10.0, 35.0, 5.0)), 667);
+        // Never when a COPY row is no cheaper.
+        assert_eq!(copy_from(&costs(0.1, 10.0, 10.0)), usize::MAX);
+        assert_eq!(copy_from(&costs(0.0, 40.0, 10.0)), 1);
+    }
 }

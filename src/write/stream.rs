@@ -162,7 +162,9 @@ impl Streaming<'_> {
                 Err(e) => return abandoned(batches, verdict, e).await,
             };
             let naming = self.db.naming();
-            let copying = match Copying::prepare(&client, self.coll, copy, &shape, naming).await {
+            let costs = self.db.costs();
+            let copying = Copying::prepare(&client, self.coll, copy, &shape, naming, costs);
+            let copying = match copying.await {
                 Ok(copying) => copying,
                 Err(e) => return abandoned(batches, verdict, e).await,
             };
@@ -211,21 +213,18 @@ impl Streaming<'_> {
         batches: &mut mpsc::Receiver<Batch>,
     ) -> Option<(CopyPlan, Vec<usize>)> {
         let options = self.options;
-        let wants_copy = match options.strategy {
-            Strategy::Insert => false,
-            Strategy::Copy => true,
-            Strategy::Auto => {
-                let mut rows: usize = held.iter().map(|b| b.rows.len()).sum();
-                while rows < options.copy_threshold {
-                    let Some(batch) = batches.recv().await else {
-                        break;
-                    };
-                    rows += batch.rows.len();
-                    held.push(batch);
-                }
-                rows >= options.copy_threshold
+        let mut rows: usize = held.iter().map(|b| b.rows.len()).sum();
+        if options.strategy == Strategy::Auto {
+            let copy_from = options.copy_from(self.db);
+            while rows < copy_from {
+                let Some(batch) = batches.recv().await else {
+                    break;
+                };
+                rows += batch.rows.len();
+                held.push(batch);
             }
-        };
+        }
+        let wants_copy = options.wants_copy(rows, self.db);
         let copy_allowed = options.pipeline && self.db.naming() != Naming::Unnamed;
         if !(wants_copy && copy_allowed) {
             return None;

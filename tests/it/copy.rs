@@ -206,7 +206,7 @@ async fn auto_switches_at_the_threshold_and_copy_costs_three_round_trips() {
             .await;
     let (proxy, mut config) = via_proxy(&db, Duration::from_millis(2)).await;
     config.pool_size = 1;
-    config.copy_threshold = 100;
+    config.copy_threshold = Some(100);
     let app = TestApp::on(db, config).await;
     assert_eq!(
         app.post("s", &numbered(99)).await.body["strategy"],
@@ -263,7 +263,7 @@ async fn assert_feature_7_refused(app: &TestApp, n: usize) {
 async fn a_partition_trigger_that_drops_a_row_is_seen_by_insert_and_copy() {
     let app = TestApp::with_config(&format!("{PARTITIONED}; {PARTITION_TRIGGER}"), |c| {
         c.write_strategy = Strategy::Auto;
-        c.copy_threshold = 100;
+        c.copy_threshold = Some(100);
     })
     .await;
     // Below the COPY threshold (pipelined INSERTs) and above it.
@@ -329,7 +329,7 @@ async fn role_app(setup: &str, role: &str) -> TestApp {
         c.auth = true;
         c.settings = Some(path);
         c.write_strategy = Strategy::Auto;
-        c.copy_threshold = 100;
+        c.copy_threshold = Some(100);
     })
     .await
 }

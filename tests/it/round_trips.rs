@@ -119,3 +119,38 @@ async fn pipelining_off_writes_one_statement_at_a_time() {
     );
     assert_eq!(app.db.int("SELECT count(*) FROM r").await, 11);
 }
+
+#[tokio::test]
+async fn auto_learns_that_a_far_database_makes_one_flight_of_inserts_faster() {
+    let db = TestDb::new(
+        "CREATE TABLE r (id serial PRIMARY KEY, seq integer, geom geometry(Point, 4326))",
+    )
+    .await;
+    let (proxy, mut config) = via_proxy(&db, Duration::from_millis(25)).await;
+    config.pool_size = 1;
+    config.write_strategy = featurepipe::write::Strategy::Auto;
+    config.copy_threshold = None; // measured
+    let app = TestApp::on(db, config).await;
+    let body = collection(
+        (0..1000)
+            .map(|i| point(0.0, 0.0, json!({"seq": i})))
+            .collect(),
+    );
+    // Before anything is measured the database is taken to be next door: COPY.
+    let first = app.post("r", &body).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    assert_eq!(first.body["strategy"], "copy");
+    // Each write measures the 50 ms round trip: COPY's two more stop paying.
+    let mut strategies = Vec::new();
+    for _ in 0..8 {
+        let r = app.post("r", &body).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        strategies.push(r.body["strategy"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(strategies.last().unwrap(), "insert", "{strategies:?}");
+    let before = proxy.round_trips();
+    let r = app.post("r", &body).await;
+    assert_eq!(r.body["strategy"], "insert");
+    assert_eq!(proxy.round_trips() - before, 1);
+    assert_eq!(app.db.int("SELECT count(*) FROM r").await, 10_000);
+}

@@ -302,3 +302,41 @@ async fn a_database_lost_mid_stream_writes_nothing() {
     );
     assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);
 }
+
+#[tokio::test]
+async fn a_copy_that_fails_at_its_start_fails_cleanly_and_leaves_the_connection_usable() {
+    let other = "CREATE TABLE other (id serial PRIMARY KEY, name text, n integer NOT NULL, geom geometry(Point, 4326))";
+    let db = TestDb::new(&format!("{TABLE}; {other}")).await;
+    let (proxy, mut config) = via_proxy(&db, Duration::from_millis(1)).await;
+    streaming(&mut config);
+    config.pool_size = 1;
+    config.write_strategy = featurepipe::write::Strategy::Copy;
+    let app = TestApp::on(db, config).await;
+    // The table goes while the catalog still has it: the COPY fails at its start.
+    app.db.client.batch_execute("DROP TABLE pts").await.unwrap();
+    let before = proxy.round_trips();
+    let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(r.headers["retry-after"], "1");
+    let detail = r.body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("nothing was written") || detail.contains("pts"),
+        "{detail}"
+    );
+    assert!(
+        proxy.round_trips() - before <= 4,
+        "no row follows the failed start: {} round trips",
+        proxy.round_trips() - before
+    );
+    // The pool's one connection serves the next streamed COPY.
+    let req =
+        Request::post("/collections/other/items").header("content-type", "application/geo+json");
+    let body = Body::from_stream(stream::iter(
+        body_of(20_000, 250, &[]).map(Ok::<_, std::io::Error>),
+    ));
+    let r = app.request(req.body(body).unwrap()).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(r.body["strategy"], "copy");
+    assert_eq!(r.body["ids"].as_array().unwrap().len(), 20_000);
+    assert_eq!(app.db.int("SELECT count(*) FROM other").await, 20_000);
+}

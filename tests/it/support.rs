@@ -301,6 +301,8 @@ pub fn config(url: &str) -> Config {
     config.auth = false;
     config.catalog_poll = Duration::ZERO;
     config.catalog_listen = false;
+    // Strategies as tests expect them, not as the costs measured so far decide.
+    config.copy_threshold = Some(100);
     config
 }
 

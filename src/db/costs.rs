@@ -1,0 +1,105 @@
+//! What the database's work costs, measured as the service runs: the round
+//! trip, and the time per row of a pipelined INSERT and of a COPY, each an
+//! exponentially weighted moving average of what writes observed.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How much a new observation weighs against the average so far.
+const WEIGHT: f64 = 0.2;
+
+/// The averages so far, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Observed {
+    /// One round trip to the database.
+    pub round_trip: f64,
+    /// The database's (and the service's) time per row of pipelined INSERTs.
+    pub insert_row: f64,
+    /// The same for binary COPY.
+    pub copy_row: f64,
+}
+
+impl Default for Observed {
+    /// Before anything has been observed: a database next to the service
+    /// (0.5 ms), and what `make bench` measures per row of a GIST-indexed
+    /// points table (INSERT about 40 µs, COPY about 10 µs).
+    fn default() -> Self {
+        Observed {
+            round_trip: 0.5e-3,
+            insert_row: 40e-6,
+            copy_row: 10e-6,
+        }
+    }
+}
+
+/// The costs observed on one database, shared by its pool's users.
+#[derive(Debug, Default)]
+pub struct Costs {
+    observed: Mutex<Observed>,
+}
+
+/// What an observation is of.
+#[derive(Debug, Clone, Copy)]
+pub enum Cost {
+    /// A round trip.
+    RoundTrip,
+    /// The time per row of pipelined INSERTs.
+    InsertRow,
+    /// The time per row of a COPY.
+    CopyRow,
+}
+
+impl Costs {
+    /// The averages now.
+    pub fn observed(&self) -> Observed {
+        *self.observed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Add an observation of `cost`.
+    pub fn observe(&self, cost: Cost, took: Duration) {
+        let mut observed = self.observed.lock().unwrap_or_else(|e| e.into_inner());
+        let average = match cost {
+            Cost::RoundTrip => &mut observed.round_trip,
+            Cost::InsertRow => &mut observed.insert_row,
+            Cost::CopyRow => &mut observed.copy_row,
+        };
+        *average += WEIGHT * (took.as_secs_f64() - *average);
+    }
+
+    /// Observe the time per row of `rows` rows that took `took`, one round
+    /// trip included: only runs of enough rows to say something.
+    pub fn observe_rows(&self, cost: Cost, rows: usize, took: Duration) {
+        if rows < 50 {
+            return;
+        }
+        let round_trip = self.observed().round_trip;
+        let work = (took.as_secs_f64() - round_trip).max(0.0);
+        self.observe(cost, Duration::from_secs_f64(work / rows as f64));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn averages_follow_what_is_observed() {
+        let costs = Costs::default();
+        for _ in 0..50 {
+            costs.observe(Cost::RoundTrip, Duration::from_millis(50));
+        }
+        let rt = costs.observed().round_trip;
+        assert!((rt - 0.05).abs() < 1e-4, "{rt}");
+        // 1000 rows in one round trip and 30 ms of work: 30 µs a row.
+        costs.observe_rows(Cost::InsertRow, 1000, Duration::from_millis(80));
+        let before = Observed::default().insert_row;
+        let now = costs.observed().insert_row;
+        assert!(
+            (now - (before + WEIGHT * (30e-6 - before))).abs() < 1e-7,
+            "{now}"
+        );
+        // A handful of rows says nothing.
+        costs.observe_rows(Cost::CopyRow, 3, Duration::from_secs(1));
+        assert_eq!(costs.observed().copy_row, Observed::default().copy_row);
+    }
+}
