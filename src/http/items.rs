@@ -232,8 +232,8 @@ pub async fn create(
         }
         Incoming::Streaming(streamed) => {
             match create_streamed(&state, &caller, &headers, streamed, how, answer.clone()).await? {
-                Streamed::Answered(response) => return Ok(response),
-                Streamed::Held(parsed, idempotency) => (parsed, idempotency),
+                StreamOutcome::Answered(response) => return Ok(response),
+                StreamOutcome::Held(parsed, idempotency) => (parsed, idempotency),
             }
         }
     };
@@ -289,7 +289,7 @@ async fn answered(state: &AppState, answer: &PostAnswer, report: &WriteReport) -
 }
 
 /// Where a body written as it arrived left the request.
-enum Streamed {
+enum StreamOutcome {
     /// Answered: written, replayed or refused.
     Answered(Response),
     /// Not a FeatureCollection that could be streamed (or one without
@@ -312,7 +312,7 @@ async fn create_streamed(
     streamed: StreamedBody,
     how: Reading,
     answer: Arc<PostAnswer>,
-) -> Result<Streamed, ApiError> {
+) -> Result<StreamOutcome, ApiError> {
     let found = look_up_key(state, caller, headers).await?;
     let (found, stored) = match found {
         Some(found) if found.has_response() => (None, Some(found)),
@@ -321,7 +321,7 @@ async fn create_streamed(
     if let Some(found) = stored {
         let hash = streamed.end().await?.expect("a keyed request is hashed");
         return match found.settle(hash, Mode::Atomic)? {
-            KeyUse::Replay(response) => Ok(Streamed::Answered(response)),
+            KeyUse::Replay(response) => Ok(StreamOutcome::Answered(response)),
             KeyUse::Write(_) => unreachable!("a stored response is replayed or refused"),
         };
     }
@@ -371,16 +371,18 @@ async fn create_streamed(
     });
     let preferences = &answer.preferences;
     let shapes = match parsed {
-        Whole(parsed) => return Ok(Streamed::Held(parsed, idempotency)),
+        Whole(parsed) => return Ok(StreamOutcome::Held(parsed, idempotency)),
         Rows(Err(e)) => return Err(refused_as_read(e.into(), preferences)),
         Rows(Ok(shapes)) => shapes,
     };
     let written =
         written.map_err(|e| refused_as_read(e.for_reader(may_read).into(), preferences))?;
     match written {
-        Some(report) => Ok(Streamed::Answered(answered(state, &answer, &report).await)),
+        Some(report) => Ok(StreamOutcome::Answered(
+            answered(state, &answer, &report).await,
+        )),
         // A FeatureCollection without features.
-        None => Ok(Streamed::Held(
+        None => Ok(StreamOutcome::Held(
             Ok(ParsedBody {
                 single: false,
                 rows: Vec::new(),
