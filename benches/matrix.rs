@@ -291,6 +291,17 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 }
 
 impl Bench {
+    /// A proxy adding 50 ms of round trip, and the database's URL through it.
+    async fn far(&self) -> (Proxy, String) {
+        let proxy = Proxy::start(self.pg.parse().unwrap(), Duration::from_millis(25))
+            .await
+            .unwrap();
+        let via = self
+            .db_url
+            .replace(&self.pg, &proxy.local_addr().to_string());
+        (proxy, via)
+    }
+
     async fn truncate(&self, table: &str) {
         self.admin
             .batch_execute(&format!("TRUNCATE {table} RESTART IDENTITY"))
@@ -562,12 +573,7 @@ async fn main() {
 /// 1,000 points at +50 ms with the default strategy (`auto`, measured):
 /// ten requests to learn the round trip, then the median of five more.
 async fn auto_far(bench: &Bench, dir: &Path) -> String {
-    let proxy = Proxy::start(bench.pg.parse().unwrap(), Duration::from_millis(25))
-        .await
-        .unwrap();
-    let via = bench
-        .db_url
-        .replace(&bench.pg, &proxy.local_addr().to_string());
+    let (proxy, via) = bench.far().await;
     let service = Service::start(&bench.bin, &via, &[]).await;
     let data = points(1000, dir);
     let mut walls = Vec::new();
@@ -608,12 +614,7 @@ async fn auto_far(bench: &Bench, dir: &Path) -> String {
 async fn edit_session(bench: &Bench) -> String {
     const N: usize = 1000;
     const MEASURED: usize = 40;
-    let proxy = Proxy::start(bench.pg.parse().unwrap(), Duration::from_millis(25))
-        .await
-        .unwrap();
-    let via = bench
-        .db_url
-        .replace(&bench.pg, &proxy.local_addr().to_string());
+    let (proxy, via) = bench.far().await;
     let reseed = || async {
         bench.truncate("points").await;
         bench

@@ -250,7 +250,7 @@ impl Streaming<'_> {
             mpsc::Receiver<Batch>,
             oneshot::Receiver<Verdict>,
         ),
-        mut idempotency: Option<Idempotency>,
+        idempotency: Option<Idempotency>,
     ) -> Result<Option<WriteReport>, Error> {
         let limits = self.options.limits;
         let mut sending = match copied {
@@ -276,15 +276,22 @@ impl Streaming<'_> {
             sending.roll_back().await;
             return Ok(None);
         };
-        if let Some(idem) = &mut idempotency {
-            idem.hash = hash;
-        }
-        let keyed = idempotency
-            .as_ref()
-            .zip(keyed.as_ref())
-            .map(|(idem, statements)| Keyed { idem, statements });
-        sending.finish(keyed).await.map(Some)
+        let idempotency = idempotency.map(|idem| Idempotency { hash, ..idem });
+        sending
+            .finish(keyed_by(idempotency.as_ref(), keyed.as_ref()))
+            .await
+            .map(Some)
     }
+}
+
+/// The Idempotency-Key (if any) with its statements on the connection.
+fn keyed_by<'a>(
+    idempotency: Option<&'a Idempotency>,
+    statements: Option<&'a [Stmt; 3]>,
+) -> Option<Keyed<'a>> {
+    idempotency
+        .zip(statements)
+        .map(|(idem, statements)| Keyed { idem, statements })
 }
 
 /// The hash to commit under, once the whole body has been read; `None`
@@ -389,20 +396,15 @@ fn rebatched(
 async fn commit_copy(
     copying: Copying<'_>,
     verdict: oneshot::Receiver<Verdict>,
-    mut idempotency: Option<Idempotency>,
+    idempotency: Option<Idempotency>,
     statements: Option<&[Stmt; 3]>,
 ) -> Result<Option<WriteReport>, Error> {
     let Some(hash) = judged(verdict).await else {
         copying.rollback().await;
         return Ok(None);
     };
-    if let Some(idem) = &mut idempotency {
-        idem.hash = hash;
-    }
-    let keyed = idempotency
-        .as_ref()
-        .zip(statements)
-        .map(|(idem, statements)| Keyed { idem, statements });
+    let idempotency = idempotency.map(|idem| Idempotency { hash, ..idem });
+    let keyed = keyed_by(idempotency.as_ref(), statements);
     if let Some(keyed) = keyed {
         copying.claim(keyed).await?;
     }
