@@ -200,9 +200,10 @@ pub async fn create(
         single: false,
         made: Mutex::new(None),
     });
-    // Batch and skip modes read the body whole; atomic mode streams a large one.
+    // Batch and skip modes read the body whole; atomic mode streams a large
+    // one, pipelined (with pipelining off, statements go one at a time: whole).
     let incoming = match mode {
-        Mode::Atomic => {
+        Mode::Atomic if state.write.pipeline => {
             let hasher = request_hasher(&headers, ("POST", &target));
             read_or_stream(&state, &headers, body, hasher).await?
         }

@@ -340,3 +340,25 @@ async fn a_copy_that_fails_at_its_start_fails_cleanly_and_leaves_the_connection_
     assert_eq!(r.body["ids"].as_array().unwrap().len(), 20_000);
     assert_eq!(app.db.int("SELECT count(*) FROM other").await, 20_000);
 }
+
+#[tokio::test]
+async fn with_pipelining_off_a_large_body_is_read_whole_and_written_a_statement_at_a_time() {
+    let db = TestDb::new(TABLE).await;
+    let (proxy, mut config) = via_proxy(&db, Duration::from_millis(1)).await;
+    streaming(&mut config);
+    config.pool_size = 1;
+    config.pipeline = false;
+    config.write_strategy = featurepipe::write::Strategy::Insert;
+    let app = TestApp::on(db, config).await;
+    let warm = post_stream(&app, body_of(1, 1, &[]), &[]).await; // prepares the INSERT
+    assert_eq!(warm.status, 201, "{warm:?}");
+    let before = proxy.round_trips();
+    let r = post_stream(&app, body_of(600, 100, &[]), &[]).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(
+        proxy.round_trips() - before,
+        602,
+        "BEGIN, 600 INSERTs, COMMIT"
+    );
+    assert_eq!(count(&app).await, 601);
+}
