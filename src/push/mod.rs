@@ -70,7 +70,10 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
              in that mode): running this again writes every feature again"
         );
     }
-    let scope = format!("{}\0{}", args.collection, args.mode.name());
+    if args.run.is_some() && !keyed {
+        eprintln!("featurepipe push: --run is not used: --mode batch sends no keys to mix it into");
+    }
+    let scope = scope(&args);
     let (batches, next) = tokio::sync::mpsc::channel(1);
     let compressing = gzip.clone();
     std::thread::spawn(move || {
@@ -98,6 +101,7 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
         "{}",
         tally.render(
             &service.uri().to_string(),
+            args.run.as_deref(),
             gzip.described(),
             started.elapsed()
         )
@@ -106,6 +110,18 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     Err(format!("not everything was written: {}", rerun(args.mode)).into())
+}
+
+/// What every batch's key is scoped to: the collection, the mode, and the
+/// `--run` when given (without it, keys are those of pushes before `--run`
+/// existed, so that their loads resume).
+fn scope(args: &PushArgs) -> String {
+    let mut scope = format!("{}\0{}", args.collection, args.mode.name());
+    if let Some(run) = &args.run {
+        scope.push_str("\0run ");
+        scope.push_str(run);
+    }
+    scope
 }
 
 /// Send the batches `next` brings, up to `jobs` at once, and account for

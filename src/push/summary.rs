@@ -81,13 +81,29 @@ impl Tally {
         self.failed == 0 && self.stopped.is_none()
     }
 
+    /// Whether the whole input was read and every feature was replayed:
+    /// an earlier push with the same keys wrote them all, and this one nothing.
+    pub fn all_replayed(&self) -> bool {
+        self.complete() && self.read > 0 && self.replayed == self.read
+    }
+
     /// The summary: counts, bytes sent (`encoding` says how), rate, the
-    /// failed batches and why the push stopped.
-    pub fn render(&self, target: &str, encoding: &str, elapsed: Duration) -> String {
+    /// failed batches, why the push stopped, and what to do when all of it
+    /// was replayed (`run`: the `--run` given, if any).
+    pub fn render(
+        &self,
+        target: &str,
+        run: Option<&str>,
+        encoding: &str,
+        elapsed: Duration,
+    ) -> String {
         let mut s = String::new();
         let secs = elapsed.as_secs_f64();
         let rate = self.answered() as f64 / secs.max(1e-3);
         let _ = writeln!(s, "featurepipe push to {target}");
+        if let Some(run) = run {
+            let _ = writeln!(s, "  run:      {run}");
+        }
         let _ = writeln!(
             s,
             "  batches:  {} ({} replayed, {} with features not written)",
@@ -117,8 +133,26 @@ impl Tally {
         if let Some(why) = &self.stopped {
             let _ = writeln!(s, "  stopped:  {why}");
         }
+        if self.all_replayed() {
+            s.push_str(&all_replayed(run));
+        }
         s
     }
+}
+
+/// What a push that wrote nothing, every batch replayed, means, and how to
+/// load the same input again (`run`: the `--run` of this push, if any).
+fn all_replayed(run: Option<&str>) -> String {
+    let keys = match run {
+        Some(run) => format!("with --run {run} "),
+        None => String::new(),
+    };
+    format!(
+        "  replayed: nothing was written: an earlier push of this input {keys}wrote every batch \
+         (the service remembers a batch's key for FEATUREPIPE_IDEMPOTENCY_TTL, 24 h by default).\n\
+         \x20           To load it again (into a table emptied since, say), give a name not used \
+         before: --run NAME; the same --run NAME again resumes that load.\n"
+    )
 }
 
 /// `bytes` in KiB or MiB, to one decimal.
@@ -183,7 +217,7 @@ mod tests {
             ..Outcome::default()
         };
         tally.add(&batch(0), &written);
-        let text = tally.render("t", "gzip", Duration::from_secs(1));
+        let text = tally.render("t", None, "gzip", Duration::from_secs(1));
         assert!(text.contains("features: 150 read, 10 written, 0 replayed, 140 not written"));
         let told: Vec<&str> = text
             .lines()
@@ -191,5 +225,25 @@ mod tests {
             .collect();
         assert_eq!(told, ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"]);
         assert!(text.contains("… and 4 more batches"));
+        assert!(!tally.all_replayed());
+    }
+
+    #[test]
+    fn a_push_is_all_replayed_only_when_nothing_else_happened() {
+        let replayed = Outcome {
+            replayed: 10,
+            ..Outcome::default()
+        };
+        let mut tally = Tally::default();
+        assert!(!tally.all_replayed());
+        tally.add(&batch(1), &replayed);
+        tally.add(&batch(0), &replayed);
+        assert!(tally.all_replayed());
+        let text = tally.render("t", Some("first"), "gzip", Duration::from_secs(1));
+        assert!(text.contains("  run:      first\n"), "{text}");
+        assert!(text.contains("push of this input with --run first wrote every batch"));
+        assert!(text.contains("--run NAME"), "{text}");
+        tally.stop("reading the input: cut short".into());
+        assert!(!tally.all_replayed());
     }
 }

@@ -714,3 +714,57 @@ async fn a_parallel_push_killed_with_batches_in_flight_resumes_exactly() {
     assert_eq!(count(&app, "SELECT count(DISTINCT n) FROM pts").await, 2000);
     std::fs::remove_file(file).unwrap();
 }
+
+#[tokio::test]
+async fn a_reload_after_truncate_is_replayed_until_a_new_run_is_named() {
+    let app = TestApp::new(KEYED).await;
+    let served = Served::start(&app).await;
+    let file = collection_file("reload", 2000, true);
+    let args = to_pts(&file, &served.url, "500");
+    push(&args, &[], None)
+        .await
+        .says(true, &["2000 read, 2000 written, 0 replayed"]);
+    let truncate = app.db.client.batch_execute("TRUNCATE pts");
+    truncate.await.unwrap();
+
+    // The same push again: the service remembers every batch's key, so it
+    // writes nothing, and push says so, with the way out. Everything it
+    // was given is loaded as far as the service knows: it succeeds.
+    let replayed = push(&args, &[], None).await;
+    replayed.says(
+        true,
+        &[
+            "2000 read, 0 written, 2000 replayed",
+            "replayed: nothing was written: an earlier push of this input wrote every batch",
+            "FEATUREPIPE_IDEMPOTENCY_TTL",
+            "give a name not used before: --run NAME",
+        ],
+    );
+    assert!(!replayed.stderr.contains("run:  "), "{replayed:?}");
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 0);
+
+    // A named run is a new load; the same name again resumes it.
+    let second = [args.as_slice(), &["--run", "second"]].concat();
+    let written = push(&second, &[], None).await;
+    written.says(
+        true,
+        &["run:      second", "2000 read, 2000 written, 0 replayed"],
+    );
+    assert!(
+        !written.stderr.contains("nothing was written"),
+        "{written:?}"
+    );
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM pts WHERE id = n").await,
+        2000
+    );
+    push(&second, &[], None).await.says(
+        true,
+        &[
+            "2000 read, 0 written, 2000 replayed",
+            "an earlier push of this input with --run second wrote every batch",
+        ],
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 2000);
+    std::fs::remove_file(file).unwrap();
+}
