@@ -12,6 +12,7 @@ use super::body::{answer_keyed, check_content_type, idempotency, read_body, KeyU
 use super::html::format::{vary_on_accept, with_format, FORMAT_PARAM};
 use super::html::pages::{self, FeaturesView, Site};
 use super::html::Format;
+use super::jsonfg;
 use super::links::BaseUrl;
 use super::model::Feature;
 use super::problem::{ApiError, Problem, Wrong};
@@ -28,7 +29,7 @@ use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{offered_crs, percent_encode, unknown_parameter};
-use crate::read::{self, StoredFeature};
+use crate::read::{self, Encoding, StoredFeature};
 use crate::session::Mode;
 use crate::write::idempotency::Idempotency;
 use crate::write::item::{self, Changed, Outcome};
@@ -42,7 +43,7 @@ use crate::write::sql::ItemChange;
     summary = "One feature",
     operation_id = "getFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM), ("If-None-Match" = Option<String>, Header, description = "304 when the ETag matches (JSON)")),
-    responses((status = 200, description = "The feature with self, alternate and collection links; or its page with a map", content((Feature = "application/geo+json"), (String = "text/html")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 304, description = "Not modified (If-None-Match)"), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "The feature with self, alternate and collection links; as JSON-FG (f=jsonfg or Accept: application/fg+json) with conformsTo, coordRefSys, featureType, place in crs (the storage CRS by default), geometry in WGS 84 and time; or its page with a map", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json"), (String = "text/html")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 304, description = "Not modified (If-None-Match)"), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn get(
     State(state): State<AppState>,
@@ -54,15 +55,23 @@ pub async fn get(
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
     let mut pairs = query_pairs(query.as_deref())?;
-    let format = Format::negotiate(&mut pairs, &headers)?;
-    let mut crs = &coll.crs[0];
+    let as_jsonfg = jsonfg::asked(&mut pairs, &headers)?;
+    let (format, encoding, mut crs) = match as_jsonfg {
+        // JSON-FG's `place` is in the storage CRS unless another is asked for.
+        true => (Format::Json, Encoding::JsonFg, coll.storage_crs()),
+        false => {
+            let format = Format::negotiate(&mut pairs, &headers)?;
+            (format, Encoding::GeoJson, &coll.crs[0])
+        }
+    };
     for (name, value) in pairs {
         match name.as_str() {
             "crs" => crs = offered_crs(&coll, &name, &value)?,
             _ => return Err(unknown_parameter(&name, "f and crs").into()),
         }
     }
-    let stored = read::item(&state.for_caller(&caller).db, &coll, &id, crs)
+    let db = &state.for_caller(&caller).db;
+    let stored = read::item_as(db, &coll, &id, crs, encoding)
         .await?
         .ok_or_else(|| unknown_feature(&coll, &id))?;
     if format == Format::Html {
@@ -77,6 +86,10 @@ pub async fn get(
         if let Ok(v) = HeaderValue::from_str(&tag) {
             response.headers_mut().insert(header::ETAG, v);
         }
+        return Ok(vary_on_accept(response));
+    }
+    if as_jsonfg {
+        let response = jsonfg::feature_response(&stored, &base, &coll, &id, crs);
         return Ok(vary_on_accept(response));
     }
     Ok(vary_on_accept(feature_response(
@@ -270,7 +283,7 @@ async fn change_as_read(
     key: Option<Idempotency>,
 ) -> Result<Attempt, ApiError> {
     let parsed = item_body(coll, id, body, purpose, &how)?;
-    let crs = how.crs;
+    let crs = parsed.crs.clone();
     let change = match purpose {
         Purpose::Patch => ItemChange::Update(&parsed.columns),
         _ => ItemChange::Replace(&parsed.columns),
@@ -300,7 +313,7 @@ async fn change_as_read(
     summary = "Replace a feature: left-out properties take their defaults; creates it (201) where clients choose keys",
     operation_id = "replaceFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
-    request_body(description = "The whole feature; an id, if any, must be the URL's", content((Feature = "application/geo+json"), (Feature = "application/json"))),
+    request_body(description = "The whole feature; an id, if any, must be the URL's. JSON-FG is read as on POST", content((Feature = "application/geo+json"), (Feature = "application/json"), (serde_json::Value = "application/fg+json"))),
     responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 201, description = "Created (collections with supportsNonAutogeneratedResourceIds)", content_type = "application/geo+json", body = Feature), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn put(
@@ -352,7 +365,7 @@ pub async fn put(
     summary = "Update a feature with a JSON merge patch (RFC 7396): named properties change, null sets NULL, a geometry replaces the old",
     operation_id = "updateFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
-    request_body(description = "A merge patch of the feature: properties and/or geometry", content((Feature = "application/merge-patch+json"), (Feature = "application/geo+json"), (Feature = "application/json"))),
+    request_body(description = "A merge patch of the feature: properties and/or geometry (JSON-FG: place, or geometry in WGS 84)", content((Feature = "application/merge-patch+json"), (Feature = "application/geo+json"), (Feature = "application/json"), (serde_json::Value = "application/fg+json"))),
     responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn patch(

@@ -14,6 +14,7 @@ use super::body::{answer_of, check_content_type, idempotency, read_body, respons
 use super::html::format::{vary_on_accept, with_format, FORMAT_PARAM};
 use super::html::pages::{self, FeaturesView, Site};
 use super::html::Format;
+use super::jsonfg;
 use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
 use super::problem::{ApiError, Problem};
@@ -31,7 +32,7 @@ use crate::feature::parse_body;
 use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{percent_encode, ItemsQuery};
-use crate::read::{self, StoredFeature};
+use crate::read::{self, Encoding, StoredFeature};
 use crate::session::{self, Mode};
 use crate::write::idempotency::{Answer, Idempotency, Respond, Shown};
 use crate::write::report::WriteReport;
@@ -46,7 +47,7 @@ use futures_util::future::BoxFuture;
     summary = "A page of features; any other parameter naming a column of a simple type filters by equality",
     operation_id = "getFeatures",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("limit" = Option<i64>, Query, description = "Page size, 1..10000 (larger values are lowered); default 10"), ("offset" = Option<i64>, Query, description = "Features to skip; next/prev links carry it"), ("bbox" = Option<String>, Query, description = "4 or 6 numbers: only features intersecting the box (in bbox-crs, CRS84 by default)"), ("bbox-crs" = Option<String>, Query, description = "CRS of bbox (one of the collection's `crs`)"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM)),
-    responses((status = 200, description = "A FeatureCollection with numberMatched, numberReturned and paging links; or the page with a map and a table of the properties", content((FeatureCollection = "application/geo+json"), (String = "text/html")), headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "A FeatureCollection with numberMatched, numberReturned and paging links; as JSON-FG (f=jsonfg or Accept: application/fg+json) with conformsTo, coordRefSys, featureType, and each feature's place in crs (the storage CRS by default), geometry in WGS 84 and time; or the page with a map and a table of the properties", content((FeatureCollection = "application/geo+json"), (serde_json::Value = "application/fg+json"), (String = "text/html")), headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn list(
     State(state): State<AppState>,
@@ -58,23 +59,41 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
     let mut pairs = query_pairs(query.as_deref())?;
-    let format = Format::negotiate(&mut pairs, &headers)?;
-    let query = ItemsQuery::parse(&pairs, &coll)?;
+    let as_jsonfg = jsonfg::asked(&mut pairs, &headers)?;
+    let format = match as_jsonfg {
+        true => Format::Json,
+        false => Format::negotiate(&mut pairs, &headers)?,
+    };
+    let mut query = ItemsQuery::parse(&pairs, &coll)?;
+    if as_jsonfg {
+        query.encoding = Encoding::JsonFg;
+        // JSON-FG's `place` is in the storage CRS unless another is asked for.
+        if !pairs.iter().any(|(name, _)| name == "crs") {
+            query.crs = coll.storage_crs().clone();
+        }
+    }
     let page = read::items(&state.for_caller(&caller).db, &coll, &query).await?;
     let path = format!("/collections/{}/items", percent_encode(&coll.id));
     let at = |offset: i64| format!("{path}?{}", query.at_offset(&coll, offset));
     // Paging links stay in the format answered.
     let paged = |offset: i64| match format {
+        _ if as_jsonfg => jsonfg::path(&at(offset)),
         Format::Json => at(offset),
         Format::Html => with_format(&at(offset), Format::Html),
     };
     let page_type = match format {
+        _ if as_jsonfg => jsonfg::MEDIA_TYPE,
         Format::Json => GEOJSON,
         Format::Html => "text/html",
     };
-    let mut links = base
-        .self_and_alternate(&at(query.offset), GEOJSON, format, "This page")
-        .to_vec();
+    let mut links = match as_jsonfg {
+        true => jsonfg::links(&base, &at(query.offset), "This page").to_vec(),
+        false => [
+            &base.self_and_alternate(&at(query.offset), GEOJSON, format, "This page")[..],
+            &[jsonfg::alternate(&base, &at(query.offset))],
+        ]
+        .concat(),
+    };
     let returned = page.features.len() as i64;
     if query.offset + returned < page.number_matched {
         links.push(base.link(
@@ -114,14 +133,19 @@ pub async fn list(
         return Ok(pages::features(&Site::new(&state, &base), title, &view));
     }
     // The features are JSON text from PostgreSQL: joined, never re-parsed.
-    let head = json!({
+    let mut head = json!({
         "type": "FeatureCollection",
         "numberMatched": page.number_matched,
         "numberReturned": returned,
         "timeStamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         "links": links,
-    })
-    .to_string();
+    });
+    if as_jsonfg {
+        for (name, value) in jsonfg::root_members(&coll, &query.crs) {
+            head[name] = value;
+        }
+    }
+    let head = head.to_string();
     let size = head.len()
         + page
             .features
@@ -140,7 +164,7 @@ pub async fn list(
     }
     body.push_str("]}");
     let mut response = (
-        [(header::CONTENT_TYPE, HeaderValue::from_static(GEOJSON))],
+        [(header::CONTENT_TYPE, HeaderValue::from_static(page_type))],
         body,
     )
         .into_response();
@@ -158,7 +182,7 @@ pub async fn list(
     summary = "Create one Feature (Part 4) or a whole FeatureCollection (extension: bulk, pipelined, one transaction)",
     operation_id = "createFeatures",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("mode" = Option<String>, Query, description = "For a FeatureCollection: atomic (default, one transaction), batch (each batch commits on its own) or skip (features the database refuses are skipped); batch and skip answer 200 with an edit-session report, one insert operation per feature"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing; the same key with another body is a 422; one still running is a 409 (atomic mode)"), ("Content-Encoding" = Option<String>, Header, description = "gzip or none; the size limit applies after decompression")),
-    request_body(description = "A GeoJSON Feature or FeatureCollection", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"))),
+    request_body(description = "A GeoJSON Feature or FeatureCollection; or JSON-FG (application/fg+json, or GeoJSON whose conformsTo names JSON-FG): place in coordRefSys (else Content-Crs, else the storage CRS), geometry in WGS 84 when place is null, featureType the collection's", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"), (serde_json::Value = "application/fg+json"))),
     responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature, return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 502, description = "outcome-unknown: the connection to the database was lost after COMMIT was sent; the features may or may not have been written (check first, or retry with the same Idempotency-Key)", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn create(
@@ -180,7 +204,6 @@ pub async fn create(
     let mut how = reading(&headers, &coll, state.input_limits, &preferences)?;
     // Skip mode writes every valid feature: invalid ones are reported, not refused.
     how.keep_valid = mode == Mode::Skip;
-    let crs = how.crs.clone();
     let body = read_body(&state, &headers, body).await?;
     let target = format!(
         "/collections/{collection_id}/items?{}",
@@ -199,7 +222,7 @@ pub async fn create(
     // From here on, refusals say how the body was read, as successes do.
     let as_read = move |e: ApiError| refused_as_read(e, &preferences);
     let parsed = parsed.map_err(|e| as_read(e.into()))?;
-    let single = parsed.single;
+    let (single, crs) = (parsed.single, parsed.crs.clone());
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.
         let (operations, steps) = session::inserts(&coll, parsed, may_read);
@@ -353,7 +376,10 @@ pub async fn options(
     Path(collection_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let coll = state.to_see(&caller, &collection_id)?;
-    let accepts = ("accept-post", "application/geo+json, application/json");
+    let accepts = (
+        "accept-post",
+        "application/geo+json, application/json, application/fg+json",
+    );
     let allow = items_allow(&coll, &caller);
     Ok(options_response(
         allow,

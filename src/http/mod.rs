@@ -13,6 +13,7 @@ pub mod health;
 pub mod html;
 pub mod item;
 pub mod items;
+pub mod jsonfg;
 pub mod landing;
 pub mod links;
 pub mod model;

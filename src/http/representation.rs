@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 
 use super::html::Format;
+use super::jsonfg;
 use super::links::BaseUrl;
 use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
@@ -19,9 +20,14 @@ use crate::write::item::Precondition;
 /// GeoJSON's media type.
 pub const GEOJSON: &str = "application/geo+json";
 /// Bodies accepted by POST and PUT.
-pub const FEATURE_TYPES: &[&str] = &[GEOJSON, "application/json"];
+pub const FEATURE_TYPES: &[&str] = &[GEOJSON, "application/json", jsonfg::MEDIA_TYPE];
 /// Bodies accepted by PATCH: a JSON merge patch of the feature.
-pub const PATCH_TYPES: &[&str] = &["application/merge-patch+json", GEOJSON, "application/json"];
+pub const PATCH_TYPES: &[&str] = &[
+    "application/merge-patch+json",
+    GEOJSON,
+    "application/json",
+    jsonfg::MEDIA_TYPE,
+];
 
 /// Methods on `/collections/{id}/items` for this collection and caller.
 pub fn items_allow(coll: &Collection, caller: &Caller) -> &'static str {
@@ -241,10 +247,33 @@ pub fn reading(
 ) -> Result<Reading, ApiError> {
     Ok(Reading {
         crs: body_crs(headers, coll)?.clone(),
+        crs_given: headers.contains_key("content-crs"),
+        jsonfg: is_jsonfg(headers),
         handling: preferences.handling,
         keep_valid: false,
         limits,
     })
+}
+
+/// Whether the body's `Content-Type` says JSON-FG: `application/fg+json`, or
+/// GeoJSON's with JSON-FG's profile.
+fn is_jsonfg(headers: &HeaderMap) -> bool {
+    let value = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mut parts = value.split(';').map(str::trim);
+    match parts.next() {
+        Some(jsonfg::MEDIA_TYPE) => true,
+        Some(GEOJSON) => parts.any(|p| {
+            p.strip_prefix("profile=").is_some_and(|v| {
+                v.trim_matches('"')
+                    .starts_with(crate::feature::jsonfg::PROFILE_PREFIX)
+            })
+        }),
+        _ => false,
+    }
 }
 
 /// `Preference-Applied`: the request's `handling` preference, and its
@@ -389,7 +418,7 @@ fn body_crs<'c>(headers: &HeaderMap, coll: &'c Collection) -> Result<&'c Crs, Ap
 }
 
 /// The validator headers of a stored feature.
-fn validators(feature: &StoredFeature, headers: &mut HeaderMap) {
+pub fn validators(feature: &StoredFeature, headers: &mut HeaderMap) {
     if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", feature.etag)) {
         headers.insert(header::ETAG, v);
     }
@@ -408,6 +437,7 @@ fn with_links(feature: &StoredFeature, base: &BaseUrl, coll: &Collection, id: &s
     let links = serde_json::json!([
         own,
         page,
+        jsonfg::alternate(base, &path),
         base.link(
             &format!("/collections/{}", percent_encode(&coll.id)),
             "collection",

@@ -4,6 +4,7 @@
 
 pub mod cover;
 pub mod extent;
+pub mod jsonfg;
 pub mod params;
 pub mod sql;
 
@@ -16,6 +17,16 @@ use crate::db::Database;
 use crate::error::{Error, ErrorKind};
 use crate::geometry::Crs;
 use params::ItemsQuery;
+
+/// How features are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encoding {
+    /// GeoJSON (RFC 7946), the geometry in the asked CRS.
+    #[default]
+    GeoJson,
+    /// JSON-FG: `place` in the asked CRS, `geometry` in WGS 84, `time`.
+    JsonFg,
+}
 
 /// One stored feature as GeoJSON text with its validators.
 #[derive(Debug, Clone)]
@@ -118,7 +129,7 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     let n = params.len();
     let select = format!(
         "{}{filter} ORDER BY {order} LIMIT ${}::int8 OFFSET ${}::int8",
-        sql::select_features(coll, &query.crs),
+        sql::select_features(coll, &query.crs, query.encoding),
         n + 1,
         n + 2
     );
@@ -149,14 +160,25 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     })
 }
 
-/// The feature with key `id` in `crs`, if there is one.
+/// The feature with key `id` in `crs` as GeoJSON, if there is one.
 pub async fn item(
     db: &Database,
     coll: &Collection,
     id: &str,
     crs: &Crs,
 ) -> Result<Option<StoredFeature>, Error> {
-    let Some(sql) = sql::select_item(coll, crs) else {
+    item_as(db, coll, id, crs, Encoding::GeoJson).await
+}
+
+/// The feature with key `id` in `crs` as `encoding` has it, if there is one.
+pub async fn item_as(
+    db: &Database,
+    coll: &Collection,
+    id: &str,
+    crs: &Crs,
+    encoding: Encoding,
+) -> Result<Option<StoredFeature>, Error> {
+    let Some(sql) = sql::select_item(coll, crs, encoding) else {
         return Ok(None);
     };
     let client = db.connection().await?;
@@ -181,7 +203,7 @@ pub async fn item_in(
     id: &str,
     crs: &Crs,
 ) -> Result<Option<StoredFeature>, tokio_postgres::Error> {
-    let Some(sql) = sql::select_item(coll, crs) else {
+    let Some(sql) = sql::select_item(coll, crs, Encoding::GeoJson) else {
         return Ok(None);
     };
     let rows = client

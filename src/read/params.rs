@@ -1,5 +1,6 @@
 //! The query parameters of `GET /collections/{id}/items`, checked against the collection.
 
+use super::Encoding;
 use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::error::{Error, ErrorKind};
 use crate::geometry::{crs, Crs, WGS84_SRID};
@@ -36,6 +37,8 @@ pub struct ItemsQuery {
     /// `datetime`, checked; featurepipe publishes no temporal property, so
     /// it matches every feature (OGC API - Features 7.15.6).
     pub datetime: Option<String>,
+    /// How the features are encoded (the HTTP layer's choice).
+    pub encoding: Encoding,
 }
 
 fn bad(param: &str, detail: impl Into<String>) -> Error {
@@ -86,6 +89,7 @@ impl ItemsQuery {
             bbox: None,
             filters: Vec::new(),
             datetime: None,
+            encoding: Encoding::GeoJson,
         };
         for (i, (name, value)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(n, _)| n == name) {

@@ -1,5 +1,6 @@
 //! SQL text for reads, built only from catalog identifiers.
 
+use super::{jsonfg, Encoding};
 use crate::catalog::Collection;
 use crate::db::quote_ident;
 use crate::geometry::{Crs, GeometryColumn, GeometryType, WGS84_SRID};
@@ -10,7 +11,7 @@ pub fn col(coll: &Collection, ci: usize) -> String {
 }
 
 /// The feature geometry in `crs` (axes in its order), whatever the storage CRS.
-fn geometry_in(coll: &Collection, crs: &Crs) -> String {
+pub fn geometry_in(coll: &Collection, crs: &Crs) -> String {
     let g = col(coll, coll.geometry);
     let gc = coll.geometry_column();
     let (g, stored) = if gc.geography {
@@ -45,6 +46,16 @@ pub fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
 /// md5 of the whole stored row, so it changes with any column and does not
 /// depend on the CRS the feature is read in.
 pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
+    let geometry = format!(
+        "'geometry', ST_AsGeoJSON({}, 15, 0)::json",
+        geometry_in(coll, crs)
+    );
+    feature_object(coll, &geometry)
+}
+
+/// [`feature_columns`] of a feature whose geometry is given by the
+/// `json_build_object` arguments `geometry_members`.
+pub fn feature_object(coll: &Collection, geometry_members: &str) -> String {
     let id = match coll.primary_key {
         Some(pk) => format!("'id', {}, ", col(coll, pk)),
         None => String::new(),
@@ -56,27 +67,29 @@ pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
         None => "NULL::timestamptz".into(),
     };
     format!(
-        "json_build_object('type', 'Feature', {id}'geometry', ST_AsGeoJSON({geom}, 15, 0)::json, \
+        "json_build_object('type', 'Feature', {id}{geometry_members}, \
          'properties', (SELECT to_json(p) FROM (SELECT {props}) AS p))::text, \
          md5(t::text), {last_modified}",
-        geom = geometry_in(coll, crs),
         props = props.join(", "),
     )
 }
 
-/// `SELECT <feature columns> FROM <table> AS t`.
-pub fn select_features(coll: &Collection, crs: &Crs) -> String {
-    format!(
-        "SELECT {} FROM {} AS t",
-        feature_columns(coll, crs),
-        coll.qualified_name()
-    )
+/// `SELECT <feature columns> FROM <table> AS t`, features as `encoding` has them.
+pub fn select_features(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
+    let columns = match encoding {
+        Encoding::GeoJson => feature_columns(coll, crs),
+        Encoding::JsonFg => jsonfg::feature_columns(coll, crs),
+    };
+    format!("SELECT {columns} FROM {} AS t", coll.qualified_name())
 }
 
 /// The feature keyed `$1` in `crs`; `None` for a table without a single-column key.
-pub fn select_item(coll: &Collection, crs: &Crs) -> Option<String> {
+pub fn select_item(coll: &Collection, crs: &Crs, encoding: Encoding) -> Option<String> {
     let key = key_equals(coll, 1)?;
-    Some(format!("{} WHERE {key}", select_features(coll, crs)))
+    Some(format!(
+        "{} WHERE {key}",
+        select_features(coll, crs, encoding)
+    ))
 }
 
 /// `t."key" = $n::text::<key type>`, compared as [`column_equals`] does, so its index is used.

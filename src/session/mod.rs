@@ -27,7 +27,7 @@ use crate::db::Database;
 use crate::error::{Error, FieldError, Refusal};
 use crate::feature::value::SqlValue;
 use crate::feature::ParsedBody;
-use crate::geometry::Crs;
+use crate::geometry::{Crs, WGS84_SRID};
 use crate::write::guard::TxGuard;
 use crate::write::idempotency::Answer;
 use crate::write::idempotency::Idempotency;
@@ -189,7 +189,11 @@ pub struct Step {
 
 impl Step {
     fn sql(&self) -> String {
-        let crs = Crs::crs84();
+        // The CRS the step's geometry is in, which a change transforms from.
+        let crs = match self.srid {
+            WGS84_SRID => Crs::crs84(),
+            srid => Crs::epsg(srid),
+        };
         match &self.kind {
             StepKind::Insert(columns) => insert_strict(&self.coll, columns, self.srid),
             StepKind::Replace(columns) => {

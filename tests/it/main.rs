@@ -23,6 +23,7 @@ mod hostile;
 mod html;
 mod http_details;
 mod idempotency;
+mod jsonfg;
 mod key_casts;
 mod ogc_read;
 mod ogc_transactions;
