@@ -5,6 +5,7 @@ pub mod checks;
 pub mod live;
 pub mod schema;
 pub mod settings;
+pub mod temporal;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use crate::db::{quote_ident, StartupError};
 use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
 use checks::{Checks, Kind};
 use settings::{LastModified, Settings};
+use temporal::Temporal;
 
 /// A scalar PostgreSQL type that properties can be coerced into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +209,10 @@ pub struct Collection {
     pub client_keys_setting: Option<bool>,
     /// Columns the settings file makes read-only (`read_only_properties`).
     pub read_only_properties: Vec<usize>,
+    /// Where JSON-FG's `time` is stored (settings file `time`), if anywhere.
+    pub time: Option<Temporal>,
+    /// JSON-FG's `featureType` of its features (settings file), if not its id.
+    pub feature_type: Option<String>,
 }
 
 /// Why clients cannot write a column.
@@ -261,6 +267,8 @@ impl Collection {
             read_only: false,
             client_keys_setting: None,
             read_only_properties: Vec::new(),
+            time: None,
+            feature_type: None,
         }
     }
 
@@ -547,6 +555,14 @@ fn apply_settings(
             .iter()
             .map(|name| settable_read_only(coll, name))
             .collect::<Result<_, _>>()?;
+        coll.time = match &s.time {
+            Some(columns) => Some(temporal::resolve(coll, columns)?),
+            None => None,
+        };
+        if s.feature_type.as_deref() == Some("") {
+            return Err(format!("'{id}': feature_type is empty"));
+        }
+        coll.feature_type = s.feature_type.clone();
         let codes = s
             .crs
             .iter()
@@ -751,6 +767,8 @@ fn build_collection(
         read_only: false,
         client_keys_setting: None,
         read_only_properties: Vec::new(),
+        time: None,
+        feature_type: None,
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

@@ -7,7 +7,8 @@
 //! identifies its documents. The features themselves are read in the same
 //! pass as GeoJSON's ([`super::input`]); this module checks what JSON-FG adds.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime};
+pub mod time;
+
 use serde_json::Value;
 
 use super::input::FgMembers;
@@ -80,9 +81,9 @@ fn problem(pointer: impl Into<String>, code: &'static str, message: impl Into<St
     }
 }
 
-/// The feature type of `coll`'s features: its id.
+/// The feature type of `coll`'s features: its `feature_type` setting, else its id.
 pub fn feature_type(coll: &Collection) -> &str {
-    &coll.id
+    coll.feature_type.as_deref().unwrap_or(&coll.id)
 }
 
 /// The members of a body's root that decide how its features are read.
@@ -330,7 +331,6 @@ pub fn feature_problems(
     ctx: &Context,
     coll: &Collection,
     root: bool,
-    handling: Handling,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
     if let (Some(raw), false) = (fg.coord_ref_sys, root) {
@@ -350,23 +350,48 @@ pub fn feature_problems(
     }
     problems.extend(feature_type_problem(fg.feature_type, coll));
     problems.extend(measures_problem(fg.measures));
-    match fg.time.map(time) {
-        Some(Err(p)) => problems.push(p),
-        // No collection has a temporal property (`datetime` matches every
-        // feature): a time cannot be stored, and is refused as an unknown
-        // property would be.
-        Some(Ok(true)) if handling != Handling::Lenient => problems.push(problem(
-            "/time",
-            "no_temporal_property",
-            format!(
-                "collection '{}' has no temporal property to store \"time\" in; send null, \
-                 or Prefer: handling=lenient to have it ignored",
-                coll.id
-            ),
-        )),
-        _ => {}
-    }
     problems
+}
+
+/// How a feature's `time` (as JSON text; `None`: absent, which leaves the
+/// columns alone) is stored in `coll`'s temporal columns: their values, and
+/// the problems. A time that is not valid JSON-FG is always one; one the
+/// collection cannot store (it has no temporal columns, or they hold
+/// another kind of time) is ignored under `Prefer: handling=lenient`, as an
+/// unknown property is.
+pub fn time_cells(
+    raw: Option<&str>,
+    coll: &Collection,
+    handling: Handling,
+) -> (Vec<time::Cell>, Vec<Problem>) {
+    let Some(raw) = raw else {
+        return (Vec::new(), Vec::new());
+    };
+    let given = match time::parse(raw) {
+        Ok(given) => given,
+        Err(p) => return (Vec::new(), vec![p]),
+    };
+    let (cells, problems) = match coll.time {
+        Some(temporal) => time::cells(given.as_ref(), temporal, coll),
+        None if given.as_ref().is_none_or(time::Time::is_empty) => (Vec::new(), Vec::new()),
+        None => (
+            Vec::new(),
+            vec![problem(
+                "/time",
+                "no_temporal_property",
+                format!(
+                    "collection '{}' has no temporal property to store \"time\" in (the \
+                     settings file's time names none); send null, or Prefer: \
+                     handling=lenient to have it ignored",
+                    coll.id
+                ),
+            )],
+        ),
+    };
+    match handling {
+        Handling::Lenient => (cells, Vec::new()),
+        _ => (cells, problems),
+    }
 }
 
 /// A `place` of a JSON-FG geometry type featurepipe does not store (the
@@ -383,191 +408,4 @@ pub fn unsupported_place(place: &GeometryIn<'_>) -> Option<Problem> {
              Polyhedra, Prisms and Circular Arcs classes"
         ),
     ))
-}
-
-/// One end of a time: an instant or an interval's bound, as the span of
-/// timestamps it covers (a date covers its day).
-#[derive(Debug, Clone, Copy)]
-struct Span {
-    start: NaiveDateTime,
-    end: NaiveDateTime,
-    date: bool,
-}
-
-fn day(date: NaiveDate) -> Span {
-    Span {
-        start: date.and_time(NaiveTime::MIN),
-        end: date
-            .and_hms_nano_opt(23, 59, 59, 999_999_999)
-            .unwrap_or_default(),
-        date: true,
-    }
-}
-
-/// `YYYY-MM-DD` (RFC 3339 full-date).
-fn date(text: &str) -> Option<Span> {
-    let digits = text.len() == 10 && text.as_bytes()[4] == b'-' && text.as_bytes()[7] == b'-';
-    digits
-        .then(|| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok())
-        .flatten()
-        .map(day)
-}
-
-/// An RFC 3339 date-time in UTC (`Z`), as JSON-FG's timestamps are.
-fn timestamp(text: &str) -> Option<Span> {
-    let b = text.as_bytes();
-    let shaped = b.len() >= 20 && b[10] == b'T' && text.ends_with('Z');
-    let t = shaped
-        .then(|| DateTime::parse_from_rfc3339(text).ok())
-        .flatten()?
-        .naive_utc();
-    Some(Span {
-        start: t,
-        end: t,
-        date: false,
-    })
-}
-
-/// Check a `time` value (JSON-FG /req/core/instant, interval,
-/// instant-and-interval, utc): whether it holds an instant or interval.
-fn time(raw: &str) -> Result<bool, Problem> {
-    let invalid =
-        |at: &str, message: String| problem(format!("/time{at}"), "invalid_time", message);
-    let value: Value = serde_json::from_str(raw).unwrap_or(Value::Bool(false));
-    let members = match value {
-        Value::Null => return Ok(false),
-        Value::Object(members) if !members.is_empty() => members,
-        _ => {
-            return Err(problem(
-                "/time",
-                MALFORMED,
-                "\"time\" is null or an object with a date, a timestamp or an interval",
-            ))
-        }
-    };
-    let mut spans: Vec<(&str, Span)> = Vec::new();
-    if let Some(v) = members.get("date") {
-        let span = v.as_str().and_then(date).ok_or_else(|| {
-            invalid(
-                "/date",
-                format!("{v} is not an RFC 3339 full-date (YYYY-MM-DD)"),
-            )
-        })?;
-        spans.push(("date", span));
-    }
-    if let Some(v) = members.get("timestamp") {
-        let span = v.as_str().and_then(timestamp).ok_or_else(|| {
-            invalid(
-                "/timestamp",
-                format!("{v} is not an RFC 3339 date-time in UTC (…T…Z)"),
-            )
-        })?;
-        spans.push(("timestamp", span));
-    }
-    if let Some(v) = members.get("interval") {
-        spans.push(("interval", interval(v).map_err(|(at, m)| invalid(&at, m))?));
-    }
-    // /req/core/instant-and-interval: all that is given describes one time.
-    for (i, (a, x)) in spans.iter().enumerate() {
-        for (b, y) in &spans[i + 1..] {
-            if x.start > y.end || y.start > x.end {
-                return Err(problem(
-                    "/time",
-                    "inconsistent_time",
-                    format!("the {a} and the {b} do not meet: they must describe the same time"),
-                ));
-            }
-        }
-    }
-    Ok(!spans.is_empty())
-}
-
-/// An interval's span; `..` leaves an end open.
-fn interval(v: &Value) -> Result<Span, (String, String)> {
-    let ends = match v.as_array() {
-        Some(ends) if ends.len() == 2 => ends,
-        _ => {
-            return Err((
-                "/interval".into(),
-                "an interval is an array of its start and its end".into(),
-            ))
-        }
-    };
-    let mut bounds = [None, None];
-    for (i, end) in ends.iter().enumerate() {
-        let text = end.as_str().unwrap_or("");
-        if text == ".." {
-            continue;
-        }
-        bounds[i] = Some(date(text).or_else(|| timestamp(text)).ok_or_else(|| {
-            (
-                format!("/interval/{i}"),
-                format!("{end} is not '..', a full-date or a date-time in UTC"),
-            )
-        })?);
-    }
-    if let [Some(start), Some(end)] = bounds {
-        if start.date != end.date {
-            return Err((
-                "/interval".into(),
-                "an interval's ends are both dates or both timestamps".into(),
-            ));
-        }
-        if start.start > end.start {
-            return Err(("/interval".into(), "the start is after the end".into()));
-        }
-    }
-    Ok(Span {
-        start: bounds[0].map_or(NaiveDateTime::MIN, |s| s.start),
-        end: bounds[1].map_or(NaiveDateTime::MAX, |s| s.end),
-        date: false,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_specifications_times_are_valid() {
-        for t in [
-            r#"{"date": "1969-07-20"}"#,
-            r#"{"timestamp": "1969-07-20T20:17:40Z"}"#,
-            r#"{"interval": ["1969-07-16", "1969-07-24"]}"#,
-            r#"{"interval": ["1969-07-16T05:32:00Z", "1969-07-24T16:50:35Z"]}"#,
-            r#"{"interval": ["2014-04-24T10:50:18Z", ".."]}"#,
-            r#"{"date": "1969-07-20", "timestamp": "1969-07-20T20:17:40Z", "interval": ["1969-07-16", ".."]}"#,
-        ] {
-            assert!(time(t).unwrap(), "{t}");
-        }
-        assert!(!time("null").unwrap());
-    }
-
-    #[test]
-    fn invalid_times_are_told_where() {
-        for (t, at) in [
-            (r#"{"date": "1969-7-20"}"#, "/time/date"),
-            (
-                r#"{"timestamp": "1969-07-20T20:17:40+02:00"}"#,
-                "/time/timestamp",
-            ),
-            (
-                r#"{"interval": ["1969-07-24", "1969-07-16"]}"#,
-                "/time/interval",
-            ),
-            (r#"{"interval": ["1969-07-16", "x"]}"#, "/time/interval/1"),
-            (
-                r#"{"interval": ["1969-07-16", "1969-07-24T00:00:00Z"]}"#,
-                "/time/interval",
-            ),
-            (
-                r#"{"date": "1969-07-21", "timestamp": "1969-07-20T20:17:40Z"}"#,
-                "/time",
-            ),
-            (r#"{}"#, "/time"),
-            (r#""1969""#, "/time"),
-        ] {
-            assert_eq!(time(t).unwrap_err().pointer, at, "{t}");
-        }
-    }
 }

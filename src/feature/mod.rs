@@ -53,6 +53,9 @@ pub struct ParsedBody {
     /// The CRS of its geometries: the request's, or for JSON-FG, `place`'s
     /// or (`geometry`) WGS 84; a single Feature is answered in it.
     pub crs: Crs,
+    /// The body was JSON-FG: a single Feature is answered so, unless
+    /// `Accept` asks for GeoJSON.
+    pub jsonfg: bool,
     /// With [`Reading::keep_valid`]: each invalid feature's index and first problem.
     pub rejected: Vec<(usize, FieldError)>,
     /// With [`Reading::keep_valid`]: the feature index of each row.
@@ -194,6 +197,7 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
             rows,
             srid: v.srid(),
             crs: v.crs().clone(),
+            jsonfg: v.fg.is_some(),
             shapes: v.shapes,
             rejected: v.rejected,
             row_features,
@@ -227,6 +231,8 @@ pub struct ItemBody {
     /// The CRS its geometry is in: the request's, or for JSON-FG, `place`'s
     /// or (`geometry`) WGS 84.
     pub crs: Crs,
+    /// The body was JSON-FG.
+    pub jsonfg: bool,
 }
 
 impl ItemBody {
@@ -279,6 +285,7 @@ pub fn parse_item(
     match v.feature(0, None, &feature) {
         Some(row) if v.total == 0 => Ok(ItemBody {
             crs: v.crs().clone(),
+            jsonfg: v.fg.is_some(),
             columns: v.shapes.swap_remove(row.shape),
             values: row.values,
             id,
@@ -551,9 +558,10 @@ impl<'a> Validator<'a> {
         fg: &'a jsonfg::Context,
     ) {
         let root = index.is_none();
-        for p in jsonfg::feature_problems(&f.fg, fg, self.coll, root, self.how.handling) {
+        for p in jsonfg::feature_problems(&f.fg, fg, self.coll, root) {
             self.error(i, at(index, &p.pointer), p.code, p.message);
         }
+        self.time(i, index, f.fg.time);
         match &f.fg.place {
             Some(place) if !place.is_null => match jsonfg::unsupported_place(place) {
                 Some(p) => self.error(i, at(index, &p.pointer), p.code, p.message),
@@ -568,6 +576,27 @@ impl<'a> Validator<'a> {
             _ => {
                 self.from_geometry |= f.geometry.as_ref().is_some_and(|g| !g.is_null);
                 self.geometry(i, index, f.geometry.as_ref(), "/geometry", &fg.wgs84);
+            }
+        }
+    }
+
+    /// A JSON-FG feature's `time`, into the collection's temporal columns.
+    fn time(&mut self, i: usize, index: Option<usize>, raw: Option<&str>) {
+        let (cells, problems) = jsonfg::time_cells(raw, self.coll, self.how.handling);
+        for p in problems {
+            self.error(i, at(index, &p.pointer), p.code, p.message);
+        }
+        for c in cells {
+            let pointer = at(index, &c.pointer);
+            if !self.takes(i, &pointer, c.column, false) {
+                continue;
+            }
+            match self.cell(c.column, &c.json) {
+                Ok(v) => self.cells.set(c.column, v),
+                Err((code, message, _)) => {
+                    self.error(i, pointer, code, message);
+                    self.cells.set(c.column, SqlValue::Null); // given, though invalid: not also "required"
+                }
             }
         }
     }
@@ -658,28 +687,25 @@ impl<'a> Validator<'a> {
                 );
                 continue;
             }
+            let temporal = self.coll.time.is_some_and(|t| t.columns().any(|c| c == ci));
+            if temporal && self.cells.has(ci) {
+                // JSON-FG's `time` wrote it already.
+                self.error(
+                    i,
+                    pointer(name, None),
+                    "time_conflict",
+                    format!("'{name}' is given by \"time\" too: give it once, in \"time\""),
+                );
+                continue;
+            }
             // A feature read, changed and written back carries what it was
             // read with: the key (checked against the URL) and the columns a
             // client cannot set, which are left as they are.
-            let written_back = self.purpose != Purpose::Create;
-            if written_back && Some(ci) == self.coll.primary_key {
+            if self.purpose != Purpose::Create && Some(ci) == self.coll.primary_key {
                 self.key_property = Some(id_text(raw));
                 continue;
             }
-            let kept = written_back && self.coll.kept_on_change(ci);
-            if let Some((code, message)) = self.unwritable(ci) {
-                let ignored = match self.how.handling {
-                    Handling::Lenient => true,
-                    Handling::Strict => false,
-                    Handling::Unspecified => kept,
-                };
-                if !ignored {
-                    self.error(i, pointer(name, None), code, message);
-                    self.cells.set_property(ci, SqlValue::Null);
-                }
-                continue;
-            }
-            if kept {
+            if !self.takes(i, &pointer(name, None), ci, true) {
                 continue;
             }
             match self.cell(ci, raw) {
@@ -690,6 +716,32 @@ impl<'a> Validator<'a> {
                 }
             }
         }
+    }
+
+    /// Whether what the body gives at `pointer` (a property when
+    /// `from_property`) is written to column `ci`. Not when clients cannot
+    /// write it: a problem, unless `Prefer: handling` (or, for a feature
+    /// written back by PUT or PATCH, the column being kept as it is) has it
+    /// ignored; nor when a change keeps the column as it is.
+    fn takes(&mut self, i: usize, pointer: &str, ci: usize, from_property: bool) -> bool {
+        let kept = self.purpose != Purpose::Create && self.coll.kept_on_change(ci);
+        let Some((code, message)) = self.unwritable(ci) else {
+            return !kept;
+        };
+        let ignored = match self.how.handling {
+            Handling::Lenient => true,
+            Handling::Strict => false,
+            Handling::Unspecified => kept,
+        };
+        if !ignored {
+            self.error(i, pointer.to_owned(), code, message);
+            // Given, though refused: not also "required".
+            match from_property {
+                true => self.cells.set_property(ci, SqlValue::Null),
+                false => self.cells.set(ci, SqlValue::Null),
+            }
+        }
+        false
     }
 
     /// The column named `name`, the `k`th property. The features of a body

@@ -26,10 +26,9 @@ use super::representation::{
 use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::feature::{parse_item, ItemBody, Purpose, Reading};
-use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{offered_crs, percent_encode, unknown_parameter};
-use crate::read::{self, Encoding, StoredFeature};
+use crate::read::{self, Encoding, Rendering, StoredFeature};
 use crate::session::Mode;
 use crate::write::idempotency::Idempotency;
 use crate::write::item::{self, Changed, Outcome};
@@ -88,10 +87,10 @@ pub async fn get(
         }
         return Ok(vary_on_accept(response));
     }
-    if as_jsonfg {
-        let response = jsonfg::feature_response(&stored, &base, &coll, &id, crs);
-        return Ok(vary_on_accept(response));
-    }
+    let rendering = Rendering {
+        encoding,
+        crs: crs.clone(),
+    };
     Ok(vary_on_accept(feature_response(
         StatusCode::OK,
         &stored,
@@ -99,7 +98,7 @@ pub async fn get(
         &base,
         &coll,
         &id,
-        crs,
+        &rendering,
     )))
 }
 
@@ -149,14 +148,15 @@ fn item_body(
     Ok(parsed)
 }
 
-/// The response to a PUT or PATCH that changed the feature.
+/// The response to a PUT or PATCH that changed the feature (shown as
+/// `rendering` has it).
 fn changed(
     outcome: Outcome,
     coll: &Collection,
     id: &str,
     base: &BaseUrl,
     preferences: &Preferences,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Result<Response, ApiError> {
     let (mut response, answers_return) = match outcome {
         Outcome::Missing => return Err(unknown_feature(coll, id)),
@@ -175,7 +175,7 @@ fn changed(
                 base,
                 coll,
                 id,
-                crs,
+                rendering,
             ),
             true,
         ),
@@ -208,8 +208,9 @@ fn for_writing(
 enum Attempt {
     /// The Idempotency-Key's stored response.
     Replayed(Response),
-    /// The validated body, what the change did, and the body's CRS.
-    Made(Box<(ItemBody, Changed, Crs)>),
+    /// The validated body, what the change did, and how the feature is
+    /// shown: in the body's CRS, and encoding.
+    Made(Box<(ItemBody, Changed, Rendering)>),
 }
 
 /// The request's Idempotency-Key for `method` on the feature: a replay, or
@@ -283,7 +284,10 @@ async fn change_as_read(
     key: Option<Idempotency>,
 ) -> Result<Attempt, ApiError> {
     let parsed = item_body(coll, id, body, purpose, &how)?;
-    let crs = parsed.crs.clone();
+    let rendering = Rendering {
+        encoding: jsonfg::answer_encoding(headers, parsed.jsonfg),
+        crs: parsed.crs.clone(),
+    };
     let change = match purpose {
         Purpose::Patch => ItemChange::Update(&parsed.columns),
         _ => ItemChange::Replace(&parsed.columns),
@@ -297,12 +301,12 @@ async fn change_as_read(
         change,
         values,
         &pre,
-        &crs,
+        &rendering,
         key.as_ref(),
     )
     .await
     .map_err(|e| e.for_reader(caller.can_read(&coll.id)))?;
-    Ok(Attempt::Made(Box::new((parsed, changed, crs))))
+    Ok(Attempt::Made(Box::new((parsed, changed, rendering))))
 }
 
 /// Replace the feature; create it (201) where clients choose keys.
@@ -314,7 +318,7 @@ async fn change_as_read(
     operation_id = "replaceFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
     request_body(description = "The whole feature; an id, if any, must be the URL's. JSON-FG is read as on POST", content((Feature = "application/geo+json"), (Feature = "application/json"), (serde_json::Value = "application/fg+json"))),
-    responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 201, description = "Created (collections with supportsNonAutogeneratedResourceIds)", content_type = "application/geo+json", body = Feature), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation), as JSON-FG when Accept prefers it or, preferring neither, the body was JSON-FG", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 201, description = "Created (collections with supportsNonAutogeneratedResourceIds); the feature as on 200", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn put(
     State(state): State<AppState>,
@@ -329,7 +333,7 @@ pub async fn put(
     let request = (&headers, &preferences);
     let attempt =
         replace_or_update(&state, &caller, feature, request, body, Purpose::Replace).await?;
-    let (parsed, Changed { outcome, keyed }, crs) = match attempt {
+    let (parsed, Changed { outcome, keyed }, rendering) = match attempt {
         Attempt::Replayed(response) => return Ok(response),
         Attempt::Made(made) => *made,
     };
@@ -341,17 +345,25 @@ pub async fn put(
             Err(precondition_failed(&id))
         } else if matches!(outcome, Outcome::Missing) && creates {
             let (columns, values) = (&parsed.columns, &parsed.values);
-            item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
-                .await
-                .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
-                .map(|stored| {
-                    let preference = preferences.return_;
-                    let mut response = created(&stored, preference, &base, &coll, &id, &crs);
-                    set_preference_applied(&mut response, &preferences, true);
-                    response
-                })
+            item::create(
+                &state.db,
+                &coll,
+                &id,
+                columns,
+                values,
+                &rendering,
+                keyed.as_ref(),
+            )
+            .await
+            .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
+            .map(|stored| {
+                let preference = preferences.return_;
+                let mut response = created(&stored, preference, &base, &coll, &id, &rendering);
+                set_preference_applied(&mut response, &preferences, true);
+                response
+            })
         } else {
-            changed(outcome, &coll, &id, &base, &preferences, &crs)
+            changed(outcome, &coll, &id, &base, &preferences, &rendering)
         };
     let response = response.map_err(|e| refused_as_read(e, &preferences));
     answer_keyed(keyed, response).await
@@ -366,7 +378,7 @@ pub async fn put(
     operation_id = "updateFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
     request_body(description = "A merge patch of the feature: properties and/or geometry (JSON-FG: place, or geometry in WGS 84)", content((Feature = "application/merge-patch+json"), (Feature = "application/geo+json"), (Feature = "application/json"), (serde_json::Value = "application/fg+json"))),
-    responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation), as JSON-FG when Accept prefers it or, preferring neither, the body was JSON-FG", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn patch(
     State(state): State<AppState>,
@@ -384,8 +396,8 @@ pub async fn patch(
     match attempt {
         Attempt::Replayed(response) => Ok(response),
         Attempt::Made(made) => {
-            let (_, Changed { outcome, keyed }, crs) = *made;
-            let response = changed(outcome, &coll, &id, &base, &preferences, &crs)
+            let (_, Changed { outcome, keyed }, rendering) = *made;
+            let response = changed(outcome, &coll, &id, &base, &preferences, &rendering)
                 .map_err(|e| refused_as_read(e, &preferences));
             answer_keyed(keyed, response).await
         }
@@ -411,17 +423,25 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let (coll, state, preferences) = for_writing(&state, &caller, &collection_id, &headers)?;
     let pre = precondition(&headers, &coll)?;
-    let crs = &coll.crs[0];
+    let rendering = Rendering::geojson(&coll.crs[0]);
     let key = match item_key(&state, &caller, &headers, "DELETE", (&coll, &id), &[]).await? {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(key) => key,
     };
     let delete = ItemChange::Delete;
-    let Changed { outcome, keyed } =
-        item::change(&state.db, &coll, &id, delete, &[], &pre, crs, key.as_ref())
-            .await
-            .map_err(|e| e.for_reader(caller.can_read(&coll.id)))?;
-    let response = changed(outcome, &coll, &id, &base, &preferences, crs);
+    let Changed { outcome, keyed } = item::change(
+        &state.db,
+        &coll,
+        &id,
+        delete,
+        &[],
+        &pre,
+        &rendering,
+        key.as_ref(),
+    )
+    .await
+    .map_err(|e| e.for_reader(caller.can_read(&coll.id)))?;
+    let response = changed(outcome, &coll, &id, &base, &preferences, &rendering);
     answer_keyed(keyed, response).await
 }
 

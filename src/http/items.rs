@@ -29,10 +29,9 @@ use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::error::Error;
 use crate::feature::parse_body;
-use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{percent_encode, ItemsQuery};
-use crate::read::{self, Encoding, StoredFeature};
+use crate::read::{self, Encoding, Rendering, StoredFeature};
 use crate::session::{self, Mode};
 use crate::write::idempotency::{Answer, Idempotency, Respond, Shown};
 use crate::write::report::WriteReport;
@@ -183,7 +182,7 @@ pub async fn list(
     operation_id = "createFeatures",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("mode" = Option<String>, Query, description = "For a FeatureCollection: atomic (default, one transaction), batch (each batch commits on its own) or skip (features the database refuses are skipped); batch and skip answer 200 with an edit-session report, one insert operation per feature"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing; the same key with another body is a 422; one still running is a 409 (atomic mode)"), ("Content-Encoding" = Option<String>, Header, description = "gzip or none; the size limit applies after decompression")),
     request_body(description = "A GeoJSON Feature or FeatureCollection; or JSON-FG (application/fg+json, or GeoJSON whose conformsTo names JSON-FG): place in coordRefSys (else Content-Crs, else the storage CRS), geometry in WGS 84 when place is null, featureType the collection's", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"), (serde_json::Value = "application/fg+json"))),
-    responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature, return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 502, description = "outcome-unknown: the connection to the database was lost after COMMIT was sent; the features may or may not have been written (check first, or retry with the same Idempotency-Key)", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature (GeoJSON, or JSON-FG when Accept prefers it or, preferring neither, the body was JSON-FG), return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 502, description = "outcome-unknown: the connection to the database was lost after COMMIT was sent; the features may or may not have been written (check first, or retry with the same Idempotency-Key)", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn create(
     State(state): State<AppState>,
@@ -222,7 +221,11 @@ pub async fn create(
     // From here on, refusals say how the body was read, as successes do.
     let as_read = move |e: ApiError| refused_as_read(e, &preferences);
     let parsed = parsed.map_err(|e| as_read(e.into()))?;
-    let (single, crs) = (parsed.single, parsed.crs.clone());
+    let single = parsed.single;
+    let rendering = Rendering {
+        encoding: jsonfg::answer_encoding(&headers, parsed.jsonfg),
+        crs: parsed.crs.clone(),
+    };
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.
         let (operations, steps) = session::inserts(&coll, parsed, may_read);
@@ -237,7 +240,7 @@ pub async fn create(
         coll: coll.clone(),
         base,
         preferences,
-        crs,
+        rendering,
         single,
         made: Mutex::new(None),
     });
@@ -264,7 +267,7 @@ pub async fn create(
         return Ok(response_of(made));
     }
     let stored = match answer.shows(&report) {
-        Some(shown) => read_back(&state, &coll, &shown.id, &shown.crs).await,
+        Some(shown) => read_back(&state, &coll, &shown.id, &shown.rendering).await,
         None => None,
     };
     Ok(answer.response(&report, stored.as_ref()))
@@ -280,8 +283,8 @@ struct PostAnswer {
     base: BaseUrl,
     /// The preferences, as far as the caller's rights allow.
     preferences: Preferences,
-    /// The CRS of the body, and of the feature in the answer.
-    crs: Crs,
+    /// How the feature is shown: in the body's CRS, and encoding.
+    rendering: Rendering,
     /// The body was one Feature.
     single: bool,
     /// The answer made for a keyed write, to send as stored.
@@ -304,7 +307,14 @@ impl PostAnswer {
         };
         let preference = self.preferences.return_;
         let mut response = match stored.filter(|_| preference != Return::Unspecified) {
-            Some(stored) => created(stored, preference, &self.base, &self.coll, &id, &self.crs),
+            Some(stored) => created(
+                stored,
+                preference,
+                &self.base,
+                &self.coll,
+                &id,
+                &self.rendering,
+            ),
             // Not asked for, or not readable (gone already, or a role that
             // may insert but not select): the report still tells the id.
             None => (StatusCode::CREATED, Json(report)).into_response(),
@@ -323,7 +333,7 @@ impl Respond for PostAnswer {
         shown.then(|| Shown {
             coll: self.coll.clone(),
             id,
-            crs: self.crs.clone(),
+            rendering: self.rendering.clone(),
         })
     }
 
@@ -351,9 +361,9 @@ async fn read_back(
     state: &AppState,
     coll: &Collection,
     id: &str,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Option<StoredFeature> {
-    read::item(&state.db, coll, id, crs)
+    read::item_as(&state.db, coll, id, &rendering.crs, rendering.encoding)
         .await
         .inspect_err(|e| tracing::warn!(collection = %coll.id, id, error = %e, "created feature not read back; answered with the report"))
         .ok()

@@ -2,20 +2,19 @@
 //! rates `application/fg+json` above GeoJSON, JSON and HTML; the members a
 //! JSON-FG document has at its root, and the links between the formats.
 
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
 use serde_json::{json, Value};
 
 use super::html::format::{accept_prefers, with_f, with_format, Format, HTML_TYPES, JSON_TYPES};
 use super::links::BaseUrl;
 use super::model::Link;
 use super::problem::{ApiError, Wrong};
-use super::representation::{item_path, set_content_crs, validators, GEOJSON};
+use super::representation::{item_path, GEOJSON};
 use crate::catalog::Collection;
 use crate::feature::jsonfg::{feature_type, CORE, TYPES_SCHEMAS};
 use crate::geometry::Crs;
 use crate::read::params::percent_encode;
-use crate::read::StoredFeature;
+use crate::read::{Encoding, StoredFeature};
 
 pub use crate::feature::jsonfg::MEDIA_TYPE;
 
@@ -80,15 +79,15 @@ pub fn path(path: &str) -> String {
     with_f(path, F)
 }
 
-/// 200 with the stored JSON-FG feature `id` of `coll` (its `place` in
-/// `crs`) as a document of its own: root members, links, validators.
-pub fn feature_response(
+/// The stored JSON-FG feature `id` of `coll` (its `place` in `crs`) as a
+/// document of its own: root members and links.
+pub fn document(
     stored: &StoredFeature,
     base: &BaseUrl,
     coll: &Collection,
     id: &str,
     crs: &Crs,
-) -> Response {
+) -> String {
     let path = item_path(coll, id);
     let mut links = links(base, &path, "This feature").to_vec();
     links.push(base.link(
@@ -108,14 +107,19 @@ pub fn feature_response(
     for (name, value) in root_members(coll, crs) {
         head.push_str(&format!("{}: {value}, ", json!(name)));
     }
-    let json = format!("{head}{inner}, \"links\": {}}}", json!(links));
-    let mut response = (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, HeaderValue::from_static(MEDIA_TYPE))],
-        json,
-    )
-        .into_response();
-    validators(stored, response.headers_mut());
-    set_content_crs(response.headers_mut(), crs);
-    response
+    format!("{head}{inner}, \"links\": {}}}", json!(links))
+}
+
+/// The encoding a write answers its feature in (`Prefer:
+/// return=representation`): the one of JSON-FG and GeoJSON that `Accept`
+/// prefers, else the body's (`body_jsonfg`).
+pub fn answer_encoding(headers: &HeaderMap, body_jsonfg: bool) -> Encoding {
+    let fg = [("application", "fg+json")];
+    if accept_prefers(headers, &fg, &[&JSON_TYPES]) {
+        Encoding::JsonFg
+    } else if accept_prefers(headers, &JSON_TYPES, &[&fg]) || !body_jsonfg {
+        Encoding::GeoJson
+    } else {
+        Encoding::JsonFg
+    }
 }

@@ -14,7 +14,7 @@ use crate::catalog::Collection;
 use crate::feature::{Handling, InputLimits, Reading};
 use crate::geometry::Crs;
 use crate::read::params::{offered_crs, percent_encode};
-use crate::read::{plain_etag, StoredFeature};
+use crate::read::{plain_etag, Encoding, Rendering, StoredFeature};
 use crate::write::item::Precondition;
 
 /// GeoJSON's media type.
@@ -451,8 +451,6 @@ fn with_links(feature: &StoredFeature, base: &BaseUrl, coll: &Collection, id: &s
     format!("{inner}, \"links\": {links}}}")
 }
 
-/// A response about one feature (its geometry in `crs`): with its body when
-/// `preference` (or the method) calls for one, always with its validators.
 /// 201 for the feature created at `id`, as `preference` asks, with `Location`.
 pub fn created(
     stored: &StoredFeature,
@@ -460,15 +458,16 @@ pub fn created(
     base: &BaseUrl,
     coll: &Collection,
     id: &str,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Response {
     let status = StatusCode::CREATED;
-    let mut response = feature_response(status, stored, preference, base, coll, id, crs);
+    let mut response = feature_response(status, stored, preference, base, coll, id, rendering);
     set_location(&mut response, base, coll, id);
     response
 }
 
-/// The feature as `preference` asks: the GeoJSON, or no body; with its validators.
+/// The feature as `preference` asks: as `rendering` has it (GeoJSON or
+/// JSON-FG, with its links), or no body; always with its validators.
 pub fn feature_response(
     status: StatusCode,
     feature: &StoredFeature,
@@ -476,13 +475,21 @@ pub fn feature_response(
     base: &BaseUrl,
     coll: &Collection,
     id: &str,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Response {
+    let crs = &rendering.crs;
     let mut response = if preference == Return::Representation {
+        let (media_type, body) = match rendering.encoding {
+            Encoding::GeoJson => (GEOJSON, with_links(feature, base, coll, id)),
+            Encoding::JsonFg => (
+                jsonfg::MEDIA_TYPE,
+                jsonfg::document(feature, base, coll, id, crs),
+            ),
+        };
         (
             status,
-            [(header::CONTENT_TYPE, HeaderValue::from_static(GEOJSON))],
-            with_links(feature, base, coll, id),
+            [(header::CONTENT_TYPE, HeaderValue::from_static(media_type))],
+            body,
         )
             .into_response()
     } else {

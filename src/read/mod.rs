@@ -28,6 +28,26 @@ pub enum Encoding {
     JsonFg,
 }
 
+/// How a feature is answered: its encoding, and the CRS of its geometry
+/// (in JSON-FG, of `place`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendering {
+    /// GeoJSON or JSON-FG.
+    pub encoding: Encoding,
+    /// The CRS of the geometry.
+    pub crs: Crs,
+}
+
+impl Rendering {
+    /// GeoJSON, the geometry in `crs`.
+    pub fn geojson(crs: &Crs) -> Rendering {
+        Rendering {
+            encoding: Encoding::GeoJson,
+            crs: crs.clone(),
+        }
+    }
+}
+
 /// One stored feature as GeoJSON text with its validators.
 #[derive(Debug, Clone)]
 pub struct StoredFeature {
@@ -90,6 +110,14 @@ fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> Str
             })
             .collect();
         conds.push(format!("({})", parts.join(" OR ")));
+    }
+    if let (Some(datetime), Some(t)) = (&query.datetime, coll.time) {
+        conds.push(sql::time_meets(coll, t, params.len() + 1));
+        params.extend(
+            datetime
+                .bounds
+                .map(|b| Box::new(b) as Box<dyn ToSql + Sync + Send>),
+        );
     }
     for (ci, value) in &query.filters {
         conds.push(sql::column_equals(coll, *ci, params.len() + 1));
@@ -160,16 +188,6 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     })
 }
 
-/// The feature with key `id` in `crs` as GeoJSON, if there is one.
-pub async fn item(
-    db: &Database,
-    coll: &Collection,
-    id: &str,
-    crs: &Crs,
-) -> Result<Option<StoredFeature>, Error> {
-    item_as(db, coll, id, crs, Encoding::GeoJson).await
-}
-
 /// The feature with key `id` in `crs` as `encoding` has it, if there is one.
 pub async fn item_as(
     db: &Database,
@@ -194,16 +212,16 @@ pub async fn item_as(
     }
 }
 
-/// The feature with key `id` in `crs` as the transaction open on `client`
-/// sees it: an unnamed statement, sent whole when first polled, so that it
-/// keeps its place in a pipelined flight.
+/// The feature with key `id` as `rendering` has it, as the transaction open
+/// on `client` sees it: an unnamed statement, sent whole when first polled,
+/// so that it keeps its place in a pipelined flight.
 pub async fn item_in(
     client: &tokio_postgres::Client,
     coll: &Collection,
     id: &str,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Result<Option<StoredFeature>, tokio_postgres::Error> {
-    let Some(sql) = sql::select_item(coll, crs, Encoding::GeoJson) else {
+    let Some(sql) = sql::select_item(coll, &rendering.crs, rendering.encoding) else {
         return Ok(None);
     };
     let rows = client

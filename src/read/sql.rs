@@ -1,7 +1,8 @@
 //! SQL text for reads, built only from catalog identifiers.
 
 use super::{jsonfg, Encoding};
-use crate::catalog::Collection;
+use crate::catalog::temporal::Temporal;
+use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::db::quote_ident;
 use crate::geometry::{Crs, GeometryColumn, GeometryType, WGS84_SRID};
 
@@ -50,17 +51,25 @@ pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
         "'geometry', ST_AsGeoJSON({}, 15, 0)::json",
         geometry_in(coll, crs)
     );
-    feature_object(coll, &geometry)
+    feature_object(coll, &geometry, &[])
 }
 
 /// [`feature_columns`] of a feature whose geometry is given by the
-/// `json_build_object` arguments `geometry_members`.
-pub fn feature_object(coll: &Collection, geometry_members: &str) -> String {
+/// `json_build_object` arguments `geometry_members`, its properties all but
+/// the `shown_elsewhere` columns.
+pub fn feature_object(
+    coll: &Collection,
+    geometry_members: &str,
+    shown_elsewhere: &[usize],
+) -> String {
     let id = match coll.primary_key {
         Some(pk) => format!("'id', {}, ", col(coll, pk)),
         None => String::new(),
     };
-    let props: Vec<String> = property_columns(coll).map(|ci| col(coll, ci)).collect();
+    let props: Vec<String> = property_columns(coll)
+        .filter(|ci| !shown_elsewhere.contains(ci))
+        .map(|ci| col(coll, ci))
+        .collect();
     let last_modified = match coll.last_modified {
         // Cast: the column may be a domain over timestamptz.
         Some(ci) => format!("{}::timestamptz", col(coll, ci)),
@@ -74,12 +83,17 @@ pub fn feature_object(coll: &Collection, geometry_members: &str) -> String {
     )
 }
 
-/// `SELECT <feature columns> FROM <table> AS t`, features as `encoding` has them.
-pub fn select_features(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
-    let columns = match encoding {
+/// [`feature_columns`] of the feature as `encoding` has it.
+pub fn feature_columns_as(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
+    match encoding {
         Encoding::GeoJson => feature_columns(coll, crs),
         Encoding::JsonFg => jsonfg::feature_columns(coll, crs),
-    };
+    }
+}
+
+/// `SELECT <feature columns> FROM <table> AS t`, features as `encoding` has them.
+pub fn select_features(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
+    let columns = feature_columns_as(coll, crs, encoding);
     format!("SELECT {columns} FROM {} AS t", coll.qualified_name())
 }
 
@@ -105,6 +119,31 @@ pub fn column_equals(coll: &Collection, ci: usize, n: usize) -> String {
         "{} = ${n}::text::{}",
         col(coll, ci),
         coll.columns[ci].exact_type_sql
+    )
+}
+
+/// The feature's `time` (its temporal columns, not all NULL; NULL is an
+/// open end of an interval) meets the span from `$n` to `$n+1` (UTC
+/// timestamps; NULL: open). A date covers its day.
+pub fn time_meets(coll: &Collection, t: Temporal, n: usize) -> String {
+    let utc = |ci: usize, last: bool| {
+        let c = col(coll, ci);
+        match coll.columns[ci].ty {
+            ColumnType::Scalar(ScalarType::Date) if last => {
+                format!("({c}::date::timestamp + interval '1 day' - interval '1 microsecond')")
+            }
+            ColumnType::Scalar(ScalarType::Date) => format!("{c}::date::timestamp"),
+            ColumnType::Scalar(ScalarType::Timestamp) => format!("{c}::timestamp"),
+            _ => format!("({c}::timestamptz AT TIME ZONE 'UTC')"),
+        }
+    };
+    let first = utc(t.start, false);
+    let last = utc(t.end.unwrap_or(t.start), true);
+    let (from, to) = (format!("${n}::timestamp"), format!("${}::timestamp", n + 1));
+    format!(
+        "({first} IS NOT NULL OR {last} IS NOT NULL) \
+         AND ({from} IS NULL OR {last} IS NULL OR {last} >= {from}) \
+         AND ({to} IS NULL OR {first} IS NULL OR {first} <= {to})"
     )
 }
 

@@ -1,19 +1,30 @@
 //! JSON-FG (OGC Features and Geometries JSON 1.0): the specification's
 //! examples written through the service and read back as JSON-FG and
 //! GeoJSON, checked in the table; `place` in projected CRSs; what featurepipe
-//! refuses (with pointers); content negotiation on reads; and what it serves
-//! validated by python-jsonschema against the specification's schemas.
+//! refuses (with pointers); content negotiation on reads and on the answers
+//! of writes; `time` stored in the temporal columns the settings name, and
+//! `featureType` as they name it; and what it serves validated by
+//! python-jsonschema against the specification's schemas.
 
 use serde_json::{json, Value};
 
 use crate::sessions::session;
-use crate::support::{run, settings_file, Served, TestApp, TestResponse};
+use crate::support::{run, settings_file, start_up_error, Served, TestApp, TestResponse};
 
 const SETUP: &str = r#"
     CREATE TABLE "Airport" (id int PRIMARY KEY, name text, geom geometry(Point, 27700));
     CREATE TABLE parcels (gid serial PRIMARY KEY, name text, geom geometry(Geometry, 25832));
     CREATE TABLE places (id serial PRIMARY KEY, name text NOT NULL, geom geometry(Point, 4326));
     INSERT INTO places (name, geom) VALUES ('bonn', 'SRID=4326;POINT(7.1 50.7)');
+    CREATE TABLE sightings (id serial PRIMARY KEY, name text, observed timestamptz,
+                            geom geometry(Point, 4326));
+    CREATE TABLE events (id serial PRIMARY KEY, name text, starts date, ends date DEFAULT '2100-01-01',
+                         geom geometry(Point, 4326));
+    CREATE TABLE uk_airports (id int PRIMARY KEY, name text, geom geometry(Point, 27700));
+    -- Reads must say UTC whatever the session's time zone.
+    DO $$ BEGIN
+      EXECUTE format('ALTER DATABASE %I SET timezone = %L', current_database(), 'Asia/Kolkata');
+    END $$;
 "#;
 
 const FG: &str = "application/fg+json";
@@ -29,10 +40,22 @@ fn example(name: &str) -> Value {
     serde_json::from_str(&text).expect("example is JSON")
 }
 
-/// The app on [`SETUP`], `places` offering UTM zone 32 too.
+/// The settings of [`SETUP`]'s collections: `places` offers UTM zone 32
+/// too, `sightings` and `events` store `time`, `uk_airports` holds Airports.
+const SETTINGS: &str = r#"
+    [collections.places]
+    crs = ["http://www.opengis.net/def/crs/EPSG/0/25832"]
+    [collections.sightings]
+    time = "observed"
+    [collections.events]
+    time = ["starts", "ends"]
+    [collections.uk_airports]
+    feature_type = "Airport"
+"#;
+
+/// The app on [`SETUP`] with [`SETTINGS`].
 async fn app() -> TestApp {
-    let settings = format!("[collections.places]\ncrs = [\"{UTM32}\"]\n");
-    let path = settings_file("jsonfg", &settings);
+    let path = settings_file("jsonfg", SETTINGS);
     TestApp::with_config(SETUP, |c| c.settings = Some(path.clone())).await
 }
 
@@ -646,6 +669,18 @@ async fn what_is_served_is_valid_json_fg_by_its_schemas() {
             {"type": "Feature", "geometry": null, "place": null, "properties": {"name": "none"}}]});
     let r = write(&app, "POST", "/collections/parcels/items", &shapes).await;
     assert_eq!(r.status, 201, "{r:?}");
+    for (collection, time) in [
+        ("sightings", json!({"timestamp": "2024-05-01T12:30:00.25Z"})),
+        ("sightings", json!(null)),
+        ("events", json!({"interval": ["2024-01-01", ".."]})),
+        ("events", json!({"date": "2024-03-01"})),
+    ] {
+        let feature = json!({"type": "Feature", "conformsTo": [CORE], "time": time,
+            "geometry": {"type": "Point", "coordinates": [7.1, 50.7]}, "properties": {}});
+        let path = format!("/collections/{collection}/items");
+        let r = write(&app, "POST", &path, &feature).await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
     let served = Served::start(&app).await;
     let python = std::env::var("FEATUREPIPE_TEST_PYTHON")
         .expect("FEATUREPIPE_TEST_PYTHON is not set: run the tests with `make test`");
@@ -656,6 +691,8 @@ async fn what_is_served_is_valid_json_fg_by_its_schemas() {
         "/collections/parcels/items",
         "/collections/parcels/items/1",
         "/collections/places/items",
+        "/collections/sightings/items",
+        "/collections/events/items",
     ]
     .iter()
     .map(|path| format!("{}{path}", served.url))
@@ -670,4 +707,465 @@ async fn what_is_served_is_valid_json_fg_by_its_schemas() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(stdout.trim(), urls.len().to_string());
+}
+
+/// `member` of each feature of the FeatureCollection `body`.
+fn each<'a>(body: &'a Value, member: &str) -> Vec<&'a Value> {
+    let features = body["features"].as_array().expect("features");
+    features.iter().map(|f| &f[member]).collect()
+}
+
+/// A JSON-FG feature of `sightings` or `events` at Bonn.
+fn timed(time: Value, properties: Value) -> Value {
+    json!({"type": "Feature", "conformsTo": [CORE], "time": time,
+           "geometry": {"type": "Point", "coordinates": [7.1, 50.7]}, "properties": properties})
+}
+
+#[tokio::test]
+async fn time_is_stored_in_the_temporal_columns_and_read_back() {
+    let app = app().await;
+    let observed = "SELECT string_agg(id || ' ' || coalesce((observed AT TIME ZONE 'UTC')::text, 'null'), ', ' ORDER BY id) FROM sightings";
+    for time in [
+        json!({"timestamp": "2024-05-01T12:30:00.25Z"}),
+        // The date a timestamp falls on may be given with it.
+        json!({"timestamp": "2024-05-02T00:00:00Z", "date": "2024-05-02"}),
+        json!(null),
+    ] {
+        let r = write(
+            &app,
+            "POST",
+            "/collections/sightings/items",
+            &timed(time, json!({"name": "s"})),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    // Under Prefer: handling=lenient, what the columns cannot hold is ignored.
+    let r = app
+        .send(
+            "POST",
+            "/collections/sightings/items",
+            &[("content-type", FG), ("prefer", "handling=lenient")],
+            Some(
+                timed(
+                    json!({"interval": ["2024-01-01T00:00:00Z", ".."]}),
+                    json!({}),
+                )
+                .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    // GeoJSON writes the column as a property, in any offset.
+    let geojson = json!({"type": "Feature", "geometry": {"type": "Point", "coordinates": [7.1, 50.7]},
+                         "properties": {"observed": "2024-05-03T12:00:00+02:00"}});
+    assert_eq!(app.post("sightings", &geojson).await.status, 201);
+    assert_eq!(
+        app.db.text(observed).await.as_deref(),
+        Some("1 2024-05-01 12:30:00.25, 2 2024-05-02 00:00:00, 3 null, 4 null, 5 2024-05-03 10:00:00")
+    );
+
+    // JSON-FG reads them as `time`, in UTC, and not as properties; GeoJSON
+    // as properties (it has no `time`).
+    let r = read_fg(&app, "/collections/sightings/items").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        each(&r.body, "time"),
+        [
+            &json!({"timestamp": "2024-05-01T12:30:00.25Z"}),
+            &json!({"timestamp": "2024-05-02T00:00:00Z"}),
+            &json!(null),
+            &json!(null),
+            &json!({"timestamp": "2024-05-03T10:00:00Z"}),
+        ]
+    );
+    assert_eq!(r.body["features"][0]["properties"], json!({"name": "s"}));
+    let r = app.get("/collections/sightings/items/1").await;
+    assert!(r.body["properties"]["observed"].is_string(), "{r:?}");
+
+    // An interval: `..` is NULL and back; an instant fills both ends.
+    let dates = "SELECT string_agg(id || ' ' || coalesce(starts::text, 'null') || ' ' || coalesce(ends::text, 'null'), ', ' ORDER BY id) FROM events";
+    for time in [
+        json!({"interval": ["2024-01-01", ".."]}),
+        json!({"interval": ["..", "2024-02-01"]}),
+        json!({"date": "2024-03-01"}),
+    ] {
+        let r = write(
+            &app,
+            "POST",
+            "/collections/events/items",
+            &timed(time, json!({})),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    // `"time": null` is NULL; without `time` the columns take their defaults.
+    let r = write(
+        &app,
+        "POST",
+        "/collections/events/items",
+        &timed(Value::Null, json!({})),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let mut untimed = timed(Value::Null, json!({}));
+    untimed.as_object_mut().unwrap().remove("time");
+    let r = write(&app, "POST", "/collections/events/items", &untimed).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(
+        app.db.text(dates).await.as_deref(),
+        Some("1 2024-01-01 null, 2 null 2024-02-01, 3 2024-03-01 2024-03-01, 4 null null, 5 null 2100-01-01")
+    );
+    let r = read_fg(&app, "/collections/events/items").await;
+    assert_eq!(
+        each(&r.body, "time"),
+        [
+            &json!({"interval": ["2024-01-01", ".."]}),
+            &json!({"interval": ["..", "2024-02-01"]}),
+            &json!({"interval": ["2024-03-01", "2024-03-01"]}),
+            &json!(null),
+            &json!({"interval": ["..", "2100-01-01"]}),
+        ]
+    );
+
+    // A merge patch changes the time only when it gives one.
+    let r = write(
+        &app,
+        "PATCH",
+        "/collections/events/items/3",
+        &json!({"time": {"interval": ["2024-03-01", "2024-03-05"]}}),
+    )
+    .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let r = write(
+        &app,
+        "PATCH",
+        "/collections/events/items/3",
+        &json!({"conformsTo": [CORE], "properties": {"name": "fair"}}),
+    )
+    .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let three = "SELECT name || ' ' || starts || ' ' || ends FROM events WHERE id = 3";
+    assert_eq!(
+        app.db.text(three).await.as_deref(),
+        Some("fair 2024-03-01 2024-03-05")
+    );
+
+    // `datetime` selects by the temporal columns (a date is its day; open
+    // ends are open; no time matches nothing).
+    for (query, ids) in [
+        (
+            "/collections/sightings/items?datetime=2024-05-01",
+            json!([1]),
+        ),
+        (
+            "/collections/sightings/items?datetime=2024-05-02T00:00:00Z/..",
+            json!([2, 5]),
+        ),
+        (
+            "/collections/sightings/items?datetime=../2024-05-02T07:00:00%2B07:00",
+            json!([1, 2]),
+        ),
+        (
+            "/collections/events/items?datetime=2024-03-03",
+            json!([1, 3, 5]),
+        ),
+        (
+            "/collections/events/items?datetime=2023-12-01/2024-01-15",
+            json!([1, 2, 5]),
+        ),
+        // No temporal property: every feature.
+        ("/collections/places/items?datetime=1999-01-01", json!([1])),
+    ] {
+        let r = app.get(query).await;
+        assert_eq!(r.status, 200, "{query}: {r:?}");
+        assert_eq!(json!(each(&r.body, "id")), ids, "{query}");
+        assert_eq!(
+            r.body["numberMatched"],
+            json!(ids.as_array().unwrap().len()),
+            "{query}"
+        );
+    }
+    // The schema says which columns hold the time.
+    let r = app.get("/collections/events/schema").await;
+    assert_eq!(
+        r.body["properties"]["starts"]["x-ogc-role"], "primary-interval-start",
+        "{r:?}"
+    );
+    assert_eq!(
+        r.body["properties"]["ends"]["x-ogc-role"],
+        "primary-interval-end"
+    );
+    let r = app.get("/collections/sightings/schema").await;
+    assert_eq!(
+        r.body["properties"]["observed"]["x-ogc-role"],
+        "primary-instant"
+    );
+}
+
+#[tokio::test]
+async fn a_time_the_columns_cannot_hold_is_a_422_at_its_member() {
+    let app = app().await;
+    for (collection, time, properties, pointer, code) in [
+        (
+            "sightings",
+            json!({"date": "2024-05-01"}),
+            json!({}),
+            "/time/date",
+            "unstorable_time",
+        ),
+        (
+            "sightings",
+            json!({"interval": ["2024-05-01T00:00:00Z", ".."]}),
+            json!({}),
+            "/time/interval",
+            "unstorable_time",
+        ),
+        (
+            "events",
+            json!({"interval": ["2024-05-01T00:00:00Z", ".."]}),
+            json!({}),
+            "/time/interval/0",
+            "unstorable_time",
+        ),
+        (
+            "events",
+            json!({"timestamp": "2024-05-01T00:00:00Z"}),
+            json!({}),
+            "/time/timestamp",
+            "unstorable_time",
+        ),
+        // The same column given twice.
+        (
+            "sightings",
+            json!({"timestamp": "2024-05-01T00:00:00Z"}),
+            json!({"observed": "2024-05-01T00:00:00Z"}),
+            "/properties/observed",
+            "time_conflict",
+        ),
+        (
+            "sightings",
+            json!(null),
+            json!({"observed": "2024-05-01T00:00:00Z"}),
+            "/properties/observed",
+            "time_conflict",
+        ),
+    ] {
+        let path = format!("/collections/{collection}/items");
+        let r = write(&app, "POST", &path, &timed(time.clone(), properties)).await;
+        assert_eq!(r.status, 422, "{time}: {r:?}");
+        assert_eq!(r.headers["content-type"], "application/problem+json");
+        assert_eq!(r.body["errors"][0]["pointer"], pointer, "{time}: {r:?}");
+        assert_eq!(r.body["errors"][0]["code"], code, "{time}: {r:?}");
+    }
+    // In a collection, the pointer names the feature.
+    let body = json!({"type": "FeatureCollection", "conformsTo": [CORE], "features": [
+        timed(json!({"timestamp": "2024-05-01T00:00:00Z"}), json!({})),
+        timed(json!({"date": "2024-05-01"}), json!({}))]});
+    let r = write(&app, "POST", "/collections/sightings/items", &body).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["pointer"], "/features/1/time/date");
+    assert_eq!(app.db.int("SELECT count(*) FROM sightings").await, 0);
+    assert_eq!(app.db.int("SELECT count(*) FROM events").await, 0);
+}
+
+#[tokio::test]
+async fn time_settings_the_tables_cannot_honour_stop_start_up() {
+    for (time, expected) in [
+        (
+            "\"nope\"",
+            "'sightings': time names 'nope', which is not a column",
+        ),
+        (
+            "\"name\"",
+            "which is of type text, not date, timestamp or timestamptz",
+        ),
+        (
+            "[\"observed\", \"observed\"]",
+            "as both the start and the end",
+        ),
+        ("[\"observed\", \"id\"]", "'id', which is of type integer"),
+        (
+            "42",
+            "time is a column name, or the [start, end] column names",
+        ),
+    ] {
+        let text = format!("[collections.sightings]\ntime = {time}\n");
+        let path = settings_file(&format!("time-{}", time.len()), &text);
+        let message = start_up_error(SETUP, path.clone(), false).await;
+        assert!(message.contains(expected), "{time}: {message}");
+        std::fs::remove_file(path).ok();
+    }
+    let text = "[collections.sightings]\ntime = [\"day\", \"observed\"]\n";
+    let path = settings_file("time-kinds", text);
+    let setup = format!("{SETUP} ALTER TABLE sightings ADD day date;");
+    let message = start_up_error(&setup, path.clone(), false).await;
+    assert!(
+        message.contains("must both be dates or both timestamps"),
+        "{message}"
+    );
+    std::fs::remove_file(path).ok();
+}
+
+#[tokio::test]
+async fn writes_answer_json_fg_as_accept_or_the_body_says() {
+    let app = app().await;
+    let (islay, islay_wgs84) = islay();
+    let representation = [("content-type", FG), ("prefer", "return=representation")];
+    let r = app
+        .send(
+            "POST",
+            "/collections/Airport/items",
+            &representation,
+            Some(islay.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(r.headers["content-type"], FG);
+    assert_eq!(r.headers["content-crs"], format!("<{BNG}>"));
+    assert_eq!(r.headers["preference-applied"], "return=representation");
+    assert_eq!(r.body["conformsTo"], json!([CORE, TYPES]));
+    assert_eq!(r.body["coordRefSys"], BNG);
+    assert_eq!(r.body["featureType"], "Airport");
+    assert_eq!(r.body["id"], 13);
+    assert_eq!(r.body["place"], islay["place"]);
+    assert!(
+        close(&r.body["geometry"]["coordinates"], &islay_wgs84, 1e-4),
+        "{r:?}"
+    );
+    assert!(r.headers.contains_key("etag"));
+
+    // Accept asks for GeoJSON: GeoJSON, in the CRS the body was sent in.
+    let mut replaced = islay.clone();
+    replaced["properties"]["name"] = json!("Islay");
+    let geojson_please = [
+        ("content-type", FG),
+        ("prefer", "return=representation"),
+        ("accept", "application/geo+json"),
+    ];
+    let r = app
+        .send(
+            "PUT",
+            "/collections/Airport/items/13",
+            &geojson_please,
+            Some(replaced.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.headers["content-type"], "application/geo+json");
+    assert_eq!(r.headers["content-crs"], format!("<{BNG}>"));
+    assert_eq!(r.body["geometry"], islay["place"]);
+    assert!(r.body.get("place").is_none(), "{r:?}");
+
+    // PATCH and PUT of JSON-FG answer JSON-FG.
+    let patch =
+        json!({"conformsTo": [CORE], "coordRefSys": BNG, "properties": {"name": "Port Ellen"}});
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/Airport/items/13",
+            &representation,
+            Some(patch.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.headers["content-type"], FG);
+    assert_eq!(r.body["properties"]["name"], "Port Ellen");
+    assert_eq!(r.body["place"], islay["place"]);
+    let mut fourteen = islay.clone();
+    fourteen["id"] = json!(14);
+    let r = app
+        .send(
+            "PUT",
+            "/collections/Airport/items/14",
+            &representation,
+            Some(fourteen.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(r.headers["content-type"], FG);
+    assert_eq!(r.body["place"], islay["place"]);
+
+    // GeoJSON sent, JSON-FG accepted: in CRS84 `place` is null.
+    let feature = json!({"type": "Feature", "geometry": {"type": "Point", "coordinates": [7.0, 50.0]}, "properties": {"name": "x"}});
+    let fg_please = [
+        ("content-type", "application/geo+json"),
+        ("prefer", "return=representation"),
+        ("accept", FG),
+    ];
+    let r = app
+        .send(
+            "POST",
+            "/collections/places/items",
+            &fg_please,
+            Some(feature.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(r.headers["content-type"], FG);
+    assert_eq!(r.body["coordRefSys"], CRS84);
+    assert_eq!(r.body["place"], Value::Null);
+    assert_eq!(r.body["geometry"]["coordinates"], json!([7, 50]));
+
+    // Under an Idempotency-Key the answer is made in the write's
+    // transaction and replayed as it was: JSON-FG, with the time.
+    let keyed = [
+        ("content-type", FG),
+        ("prefer", "return=representation"),
+        ("idempotency-key", "sighting-1"),
+    ];
+    let body = timed(
+        json!({"timestamp": "2024-05-01T12:30:00Z"}),
+        json!({"name": "owl"}),
+    )
+    .to_string();
+    let first = app
+        .send(
+            "POST",
+            "/collections/sightings/items",
+            &keyed,
+            Some(body.clone()),
+        )
+        .await;
+    assert_eq!(first.status, 201, "{first:?}");
+    assert_eq!(first.headers["content-type"], FG);
+    assert_eq!(
+        first.body["time"],
+        json!({"timestamp": "2024-05-01T12:30:00Z"})
+    );
+    assert_eq!(first.body["properties"], json!({"name": "owl"}));
+    let again = app
+        .send("POST", "/collections/sightings/items", &keyed, Some(body))
+        .await;
+    assert_eq!(again.status, 201, "{again:?}");
+    assert_eq!(again.headers["content-type"], FG);
+    assert_eq!(again.body, first.body);
+    assert_eq!(app.db.int("SELECT count(*) FROM sightings").await, 1);
+}
+
+#[tokio::test]
+async fn the_feature_type_setting_names_the_type() {
+    let app = app().await;
+    // The specification's airports are Airports: uk_airports holds them.
+    let r = app.post("uk_airports", &example("airports")).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let mut own_id = example("airports");
+    own_id["featureType"] = json!("uk_airports");
+    let r = app.post("uk_airports", &own_id).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "feature_type_mismatch");
+    assert!(
+        r.body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("type 'Airport'"),
+        "{r:?}"
+    );
+    let r = read_fg(&app, "/collections/uk_airports/items").await;
+    assert_eq!(r.body["featureType"], "Airport");
+    let r = read_fg(&app, "/collections/uk_airports/items/46").await;
+    assert_eq!(r.body["featureType"], "Airport");
+    // Without the setting, the type is the collection's id.
+    let r = read_fg(&app, "/collections/places/items").await;
+    assert_eq!(r.body["featureType"], "places");
 }
