@@ -33,6 +33,15 @@ pub enum ErrorKind {
     UnknownCollection,
     /// Another request holding the same Idempotency-Key is running.
     IdempotencyKeyInUse,
+    /// The collection publishes no change feed.
+    NoChangeFeed,
+    /// A change feed cursor that is not one, or is another collection's.
+    InvalidCursor,
+    /// A change feed cursor older than the feed's history (or its epoch):
+    /// the client downloads the collection again.
+    CursorExpired,
+    /// The collection's change feed could not be installed (the log says why).
+    FeedNotInstalled,
     /// The database refused the work, for the reason given.
     Refused(Refusal),
     /// The database cannot take the request now (busy, unreachable).

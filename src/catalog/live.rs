@@ -151,9 +151,15 @@ async fn read(
         .start()
         .await
         .map_err(failed)?;
-    let fingerprint = fingerprint(&*tx, schemas).await.map_err(failed)?;
-    let catalog = Catalog::load(&*tx, schemas, settings).await;
-    if catalog.is_ok() {
+    let mut fingerprint = fingerprint(&*tx, schemas).await.map_err(failed)?;
+    let mut catalog = Catalog::load(&*tx, schemas, settings).await;
+    if let Ok(loaded) = &mut catalog {
+        // The triggers of change feeds change the fingerprint: read again,
+        // the same snapshot with this transaction's own DDL, so that they
+        // do not look like a change of the tables.
+        if loaded.install_feeds(&*tx).await? {
+            fingerprint = self::fingerprint(&*tx, schemas).await.map_err(failed)?;
+        }
         tx.commit().await.map_err(failed)?;
     }
     Ok(Reading {

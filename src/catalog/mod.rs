@@ -2,6 +2,7 @@
 //! each column is typed, defaulted and written.
 
 pub mod checks;
+pub mod feed;
 pub mod live;
 pub mod schema;
 pub mod settings;
@@ -14,6 +15,7 @@ use tokio_postgres::GenericClient;
 use crate::db::{quote_ident, StartupError};
 use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
 use checks::{Checks, Kind};
+pub use feed::ChangeFeed;
 use settings::{LastModified, Settings};
 
 /// A scalar PostgreSQL type that properties can be coerced into.
@@ -207,6 +209,8 @@ pub struct Collection {
     pub client_keys_setting: Option<bool>,
     /// Columns the settings file makes read-only (`read_only_properties`).
     pub read_only_properties: Vec<usize>,
+    /// Its change feed (`changes = true` in the settings file), and whether it is installed.
+    pub changes: ChangeFeed,
 }
 
 /// Why clients cannot write a column.
@@ -261,6 +265,7 @@ impl Collection {
             read_only: false,
             client_keys_setting: None,
             read_only_properties: Vec::new(),
+            changes: ChangeFeed::Off,
         }
     }
 
@@ -542,6 +547,14 @@ fn apply_settings(
                     })?,
             ),
         };
+        if s.changes {
+            if coll.primary_key.is_none() {
+                return Err(format!(
+                    "'{id}': changes = true needs a single-column primary key, which names the changed features"
+                ));
+            }
+            coll.changes = ChangeFeed::NotInstalled("not installed yet".into());
+        }
         coll.read_only_properties = s
             .read_only_properties
             .iter()
@@ -751,6 +764,7 @@ fn build_collection(
         read_only: false,
         client_keys_setting: None,
         read_only_properties: Vec::new(),
+        changes: ChangeFeed::Off,
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

@@ -11,6 +11,7 @@
 //! read_only = true
 //! client_keys = true              # PUT on a missing id creates it (default: inferred)
 //! read_only_properties = ["checked_by"] # published readOnly; clients may not write them
+//! changes = true                  # GET /collections/places/changes (docs/offline-sync.md)
 //!
 //! [auth]
 //! anonymous = "read:*"            # what callers without credentials may do
@@ -101,6 +102,10 @@ pub struct CollectionSettings {
     /// feature (ignored under `Prefer: handling=lenient`), kept by PUT and PATCH.
     #[serde(default)]
     pub read_only_properties: Vec<String>,
+    /// Publish a feed of the table's changes (`GET …/changes`): the service
+    /// installs a trigger that logs every change, whoever makes it.
+    #[serde(default)]
+    pub changes: bool,
 }
 
 /// `last_modified = "column"` or `last_modified = false`.
@@ -135,7 +140,7 @@ mod tests {
     fn parses_and_rejects_unknown_keys() {
         let s = Settings::parse(
             "[collections.a]\ntitle = \"A\"\nlast_modified = false\n\
-             read_only_properties = [\"x\", \"y\"]\n\
+             read_only_properties = [\"x\", \"y\"]\nchanges = true\n\
              [collections.\"s.b\"]\nlast_modified = \"changed\"\nprecondition_required = true\n",
         )
         .unwrap();
@@ -145,6 +150,7 @@ mod tests {
             Some(LastModified::Convention(false))
         );
         assert_eq!(s.collections["a"].read_only_properties, ["x", "y"]);
+        assert!(s.collections["a"].changes && !s.collections["s.b"].changes);
         assert!(s.collections["s.b"].precondition_required);
         assert!(Settings::parse("[collections.a]\ntitel = \"typo\"").is_err());
     }

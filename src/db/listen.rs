@@ -11,12 +11,13 @@ use super::{quote_ident, Database, DbError};
 pub struct Listening {
     /// Keeps the connection open: it closes when its last client goes.
     _client: tokio_postgres::Client,
-    notified: mpsc::UnboundedReceiver<()>,
+    notified: mpsc::UnboundedReceiver<String>,
 }
 
 impl Listening {
-    /// Wait for the next notification; `None` once the connection is lost.
-    pub async fn next(&mut self) -> Option<()> {
+    /// Wait for the next notification, its payload; `None` once the
+    /// connection is lost.
+    pub async fn next(&mut self) -> Option<String> {
         self.notified.recv().await
     }
 }
@@ -39,8 +40,8 @@ impl Database {
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
             // Ends when the connection does: on an error, or once the client is dropped.
             while let Some(Ok(message)) = messages.next().await {
-                if let AsyncMessage::Notification(_) = message {
-                    if notify.send(()).is_err() {
+                if let AsyncMessage::Notification(note) = message {
+                    if notify.send(note.payload().to_owned()).is_err() {
                         break;
                     }
                 }

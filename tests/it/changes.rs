@@ -1,0 +1,305 @@
+//! The change feed (`GET /collections/{id}/changes`): a client that takes a
+//! cursor, downloads the collection and applies the feed in order ends with
+//! exactly the table, whoever wrote it and in whatever order transactions
+//! committed; long polls wake on commits; cursors are checked.
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+use crate::support::{point, settings_file, TestApp, TestResponse};
+
+/// The settings file that turns the feed on for `collections`.
+fn feeds_on(name: &str, collections: &[&str]) -> std::path::PathBuf {
+    let text: String = collections
+        .iter()
+        .map(|c| format!("[collections.\"{c}\"]\nchanges = true\n"))
+        .collect();
+    settings_file(name, &text)
+}
+
+/// The app on a database set up with `setup`, with feeds on `collections`.
+pub async fn with_feeds(setup: &str, collections: &[&str]) -> TestApp {
+    let path = feeds_on(&collections.join("-"), collections);
+    TestApp::with_config(setup, |c| c.settings = Some(path)).await
+}
+
+/// A client's copy of a collection: features by id, as the API gives them.
+#[derive(Debug, Default, PartialEq)]
+pub struct Copy(pub BTreeMap<String, Value>);
+
+impl Copy {
+    /// Apply one answer of the feed; its cursor and `more`.
+    pub fn apply(&mut self, page: &TestResponse) -> (String, bool) {
+        assert_eq!(page.status, 200, "{page:?}");
+        for change in page.body["changes"].as_array().unwrap() {
+            let id = change["id"].to_string();
+            match change["op"].as_str().unwrap() {
+                "upsert" => {
+                    assert_eq!(change["feature"]["id"], change["id"], "{change}");
+                    assert!(change["etag"].is_string(), "{change}");
+                    self.0.insert(id, change["feature"].clone())
+                }
+                "delete" => self.0.remove(&id),
+                other => panic!("op {other}"),
+            };
+        }
+        let cursor = page.body["cursor"].as_str().unwrap().to_owned();
+        (cursor, page.body["more"].as_bool().unwrap())
+    }
+}
+
+/// The cursor for now.
+pub async fn cursor_now(app: &TestApp, collection: &str) -> String {
+    let r = app.get(&format!("/collections/{collection}/changes")).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body["changes"], json!([]), "{r:?}");
+    r.body["cursor"].as_str().unwrap().to_owned()
+}
+
+/// The collection's features, downloaded page by page.
+pub async fn download(app: &TestApp, collection: &str) -> Copy {
+    let mut copy = Copy::default();
+    let mut offset = 0;
+    loop {
+        let page = app
+            .get(&format!(
+                "/collections/{collection}/items?limit=1000&offset={offset}"
+            ))
+            .await;
+        assert_eq!(page.status, 200, "{page:?}");
+        let features = page.body["features"].as_array().unwrap();
+        for f in features {
+            copy.0.insert(f["id"].to_string(), f.clone());
+        }
+        if features.is_empty() {
+            return copy;
+        }
+        offset += features.len();
+    }
+}
+
+/// A transaction id taken now: every transaction committed before has a
+/// lower one (transaction ids are cluster-wide).
+pub async fn fresh_xid(app: &TestApp) -> u64 {
+    let text = app.db.text("SELECT pg_current_xact_id()::text").await;
+    text.unwrap().parse().unwrap()
+}
+
+/// The position a cursor stands for.
+fn position(cursor: &str) -> (u64, i64) {
+    let cursor = featurepipe::changes::Cursor::decode(cursor).unwrap();
+    (cursor.tx, cursor.seq)
+}
+
+/// Follow the feed from `cursor`, `limit` at a time, applying it to `copy`,
+/// until it is past transaction `past` (see [`fresh_xid`]): then every
+/// change committed before is applied. Transactions other tests leave open
+/// hold the feed back for a while: an empty page waits for a change (a
+/// long poll of a second). The changes applied, in order, and the cursor.
+pub async fn follow_past(
+    app: &TestApp,
+    (collection, limit): (&str, usize),
+    copy: &mut Copy,
+    mut cursor: String,
+    past: u64,
+) -> (Vec<Value>, String) {
+    let mut applied = Vec::new();
+    let mut wait = 0;
+    while position(&cursor) < (past, 0) {
+        let page = app
+            .get(&format!(
+                "/collections/{collection}/changes?since={cursor}&limit={limit}&wait={wait}"
+            ))
+            .await;
+        let (next, more) = copy.apply(&page);
+        let changes = page.body["changes"].as_array().unwrap();
+        wait = u8::from(changes.is_empty() && !more);
+        applied.extend(changes.iter().cloned());
+        cursor = next;
+    }
+    (applied, cursor)
+}
+
+/// `sql` on the test's own connection.
+async fn execute(app: &TestApp, sql: &str) {
+    app.db
+        .client
+        .batch_execute(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+const PLACES: &str = "CREATE TABLE places (id serial PRIMARY KEY, name text,
+                                             geom geometry(Point, 4326));
+                      INSERT INTO places (name, geom)
+                          SELECT 'p' || n, ST_MakePoint(n, n) FROM generate_series(1, 5) AS n;";
+
+#[tokio::test]
+async fn a_new_client_takes_a_cursor_downloads_and_follows_every_kind_of_change() {
+    let app = with_feeds(PLACES, &["places"]).await;
+    let cursor = cursor_now(&app, "places").await;
+    let mut copy = download(&app, "places").await;
+    assert_eq!(copy.0.len(), 5);
+
+    // Through the service and through plain SQL: insert, update, delete, a key change.
+    let r = app
+        .post("places", &point(7.0, 8.0, json!({"name": "posted"})))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let patch = json!({"properties": {"name": "patched"}}).to_string();
+    let headers = [("content-type", "application/merge-patch+json")];
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/places/items/1",
+            &headers,
+            Some(patch),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    execute(
+        &app,
+        "UPDATE places SET name = 'by sql' WHERE id = 2;
+         DELETE FROM places WHERE id = 3;
+         UPDATE places SET id = 40 WHERE id = 4;",
+    )
+    .await;
+    let r = app
+        .send("DELETE", "/collections/places/items/5", &[], None)
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+
+    let page = app
+        .get(&format!("/collections/places/changes?since={cursor}"))
+        .await;
+    assert_eq!(page.status, 200, "{page:?}");
+    assert_eq!(page.headers["cache-control"], "no-store");
+    let past = fresh_xid(&app).await;
+    let (applied, cursor) = follow_past(&app, ("places", 100), &mut copy, cursor, past).await;
+    let ops: Vec<(String, &str)> = applied
+        .iter()
+        .map(|c| (c["id"].to_string(), c["op"].as_str().unwrap()))
+        .collect();
+    // Each feature once, at its last change; a key change is a delete and an upsert.
+    let expected = [
+        ("6", "upsert"),
+        ("1", "upsert"),
+        ("2", "upsert"),
+        ("3", "delete"),
+        ("4", "delete"),
+        ("40", "upsert"),
+        ("5", "delete"),
+    ];
+    let expected: Vec<(String, &str)> = expected
+        .iter()
+        .map(|(id, op)| (id.to_string(), *op))
+        .collect();
+    assert_eq!(ops, expected);
+    assert_eq!(copy, download(&app, "places").await);
+    // The upsert carries the feature's ETag, as GET of the item gives it.
+    let item = app.get("/collections/places/items/40").await;
+    let change = &applied[5];
+    assert_eq!(
+        item.headers["etag"].to_str().unwrap(),
+        format!("\"{}\"", change["etag"].as_str().unwrap())
+    );
+
+    // Nothing new: no changes, and a cursor that still works.
+    let page = app
+        .get(&format!("/collections/places/changes?since={cursor}"))
+        .await;
+    assert_eq!(page.body["changes"], json!([]), "{page:?}");
+    assert_eq!(page.body["more"], false);
+}
+
+#[tokio::test]
+async fn a_limit_cuts_pages_and_replays_are_harmless() {
+    let app = with_feeds(PLACES, &["places"]).await;
+    let start = cursor_now(&app, "places").await;
+    let mut copy = download(&app, "places").await;
+    execute(
+        &app,
+        "INSERT INTO places (name, geom)
+             SELECT 'q' || n, ST_MakePoint(n, 0) FROM generate_series(1, 25) AS n;
+         UPDATE places SET name = 'again' WHERE id % 3 = 0;
+         DELETE FROM places WHERE id % 7 = 0;",
+    )
+    .await;
+    let past = fresh_xid(&app).await;
+    let (applied, _) = follow_past(&app, ("places", 4), &mut copy, start.clone(), past).await;
+    // 25 inserted, 11 updated, 4 deleted: 40 entries; fewer features, each
+    // at most once a page (of at most 4 entries).
+    assert!(
+        applied.len() >= 40 / 4 && applied.len() <= 40,
+        "{applied:?}"
+    );
+    let table = download(&app, "places").await;
+    assert_eq!(copy, table);
+    // Every change is below the horizon now: the limit cuts the first page.
+    let first = app
+        .get(&format!(
+            "/collections/places/changes?since={start}&limit=4"
+        ))
+        .await;
+    assert_eq!(first.body["more"], true, "{first:?}");
+    // Following the same cursor again, over a copy that has it all: no harm.
+    follow_past(&app, ("places", 1000), &mut copy, start, past).await;
+    assert_eq!(copy, table);
+}
+
+#[tokio::test]
+async fn crs_and_content_crs_are_as_for_items() {
+    let app = with_feeds(PLACES, &["places"]).await;
+    let cursor = cursor_now(&app, "places").await;
+    execute(&app, "UPDATE places SET name = 'x' WHERE id = 1").await;
+    let epsg4326 = "http://www.opengis.net/def/crs/EPSG/0/4326";
+    let page = app
+        .get(&format!(
+            "/collections/places/changes?since={cursor}&crs={epsg4326}&wait=10"
+        ))
+        .await;
+    assert_eq!(page.status, 200, "{page:?}");
+    assert_eq!(page.headers["content-crs"], format!("<{epsg4326}>"));
+    let item = app
+        .get(&format!("/collections/places/items/1?crs={epsg4326}"))
+        .await;
+    assert_eq!(
+        page.body["changes"][0]["feature"],
+        without_links(&item.body)
+    );
+}
+
+/// A feature as GET of the item answers it, without its links.
+fn without_links(feature: &Value) -> Value {
+    let mut feature = feature.clone();
+    feature.as_object_mut().unwrap().remove("links");
+    feature
+}
+
+#[tokio::test]
+async fn bad_parameters_and_collections_without_a_feed() {
+    let app = with_feeds(
+        &format!("{PLACES} CREATE TABLE plain (id serial PRIMARY KEY, geom geometry);"),
+        &["places"],
+    )
+    .await;
+    let r = app.get("/collections/plain/changes").await;
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_eq!(r.body["type"], "urn:featurepipe:problem:no-change-feed");
+    let cursor = cursor_now(&app, "places").await;
+    for (query, status) in [
+        (format!("since={cursor}&limit=0"), 400),
+        (format!("since={cursor}&wait=61"), 400),
+        (format!("since={cursor}&wait=soon"), 400),
+        (format!("since={cursor}&since={cursor}"), 400),
+        (format!("since={cursor}&crs=EPSG:1"), 400),
+        (format!("since={cursor}&bbox=0,0,1,1"), 400),
+        ("wait=5".to_owned(), 400),
+        (format!("since={cursor}&limit=100000&f=json"), 200),
+    ] {
+        let r = app
+            .get(&format!("/collections/places/changes?{query}"))
+            .await;
+        assert_eq!(r.status, status, "{query}: {r:?}");
+    }
+}
