@@ -49,6 +49,13 @@ SELECT c.oid::int8 AS relid,
        (SELECT pg_get_userbyid(n.nspowner)::text FROM pg_namespace n
          WHERE n.nspname = 'featurepipe') AS schema_owner,
        current_user::text AS role,
+       -- What the trigger functions, which run as their owner (this role),
+       -- and the installing need of the log.
+       has_table_privilege('featurepipe.changes', 'INSERT')
+         AND has_table_privilege('featurepipe.change_feeds', 'SELECT, INSERT, UPDATE')
+         AS log_writable,
+       (SELECT pg_get_userbyid(l.relowner)::text FROM pg_class l
+         WHERE l.oid = 'featurepipe.changes'::regclass) AS log_owner,
        obj_description(f.oid, 'pg_proc') AS function_comment,
        EXISTS (SELECT FROM pg_trigger t
                 WHERE t.tgrelid = c.oid AND t.tgname = 'featurepipe_changes'
@@ -137,6 +144,8 @@ struct Status {
     table_owner: String,
     schema_owner: String,
     role: String,
+    log_writable: bool,
+    log_owner: String,
     function_current: bool,
     triggers: bool,
 }
@@ -157,6 +166,8 @@ async fn status(
             .get::<_, Option<String>>("schema_owner")
             .unwrap_or_default(),
         role: row.get("role"),
+        log_writable: row.get("log_writable"),
+        log_owner: row.get("log_owner"),
         function_current: comment.as_deref() == Some(function_comment(key).as_str()),
         triggers: row.get("triggers"),
     })
@@ -215,8 +226,23 @@ async fn install(
 ) -> Result<Option<String>, tokio_postgres::Error> {
     let table = coll.qualified_name();
     let role = quote_ident(&found.role);
+    if !found.log_writable {
+        // Else the trigger would be made, and fail every write to the table.
+        let grant = format!(
+            "GRANT INSERT ON featurepipe.changes TO {role}; \
+             GRANT SELECT, INSERT, UPDATE ON featurepipe.change_feeds TO {role}"
+        );
+        return Ok(Some(not_installed(
+            coll,
+            found,
+            "write the change log",
+            &found.log_owner,
+            &grant,
+        )));
+    }
     let function = (
         function_sql(found.relid, key),
+        "create its trigger function in the schema featurepipe",
         format!("GRANT CREATE ON SCHEMA featurepipe TO {role}"),
         &found.schema_owner,
     );
@@ -224,12 +250,13 @@ async fn install(
     // renamed key failed every write since, and logged nothing.
     let triggers = (
         triggers_sql(found.relid, &table),
+        "create triggers on the table",
         format!("GRANT TRIGGER ON {table} TO {role}"),
         &found.table_owner,
     );
     let steps = (!found.function_current).then_some(function);
     client.batch_execute("SAVEPOINT featurepipe_feed").await?;
-    for (sql, grant, owner) in steps.into_iter().chain([triggers]) {
+    for (sql, what, grant, owner) in steps.into_iter().chain([triggers]) {
         match client.batch_execute(&sql).await {
             Ok(()) => {}
             Err(e) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => {
@@ -237,13 +264,8 @@ async fn install(
                     .batch_execute("ROLLBACK TO SAVEPOINT featurepipe_feed")
                     .await?;
                 let message = e.as_db_error().map_or("", |d| d.message());
-                return Ok(Some(format!(
-                    "the change feed of '{}' is not installed: the database role '{}' may not \
-                     ({message}). As '{owner}', run: {grant}; then the catalog is read again \
-                     (at once after a GRANT on the table, else on NOTIFY featurepipe_reload or \
-                     SIGHUP) and the feed installed",
-                    coll.id, found.role
-                )));
+                let what = format!("{what} ({message})");
+                return Ok(Some(not_installed(coll, found, &what, owner, &grant)));
             }
             Err(e) => return Err(e),
         }
@@ -253,6 +275,23 @@ async fn install(
         .await?;
     tracing::info!(collection = %coll.id, "change feed installed");
     Ok(None)
+}
+
+/// Why the feed of `coll` is not installed: the role may not do `what`;
+/// `grant`, run as `owner`, lets it.
+fn not_installed(
+    coll: &Collection,
+    found: &Status,
+    what: &str,
+    owner: &str,
+    grant: &str,
+) -> String {
+    format!(
+        "the change feed of '{}' is not installed: the database role '{}' may not {what}. \
+         As '{owner}', run: {grant}; the feed is installed when the catalog is read again \
+         (at once after a GRANT on the table; else send NOTIFY featurepipe_reload or SIGHUP)",
+        coll.id, found.role
+    )
 }
 
 #[cfg(test)]

@@ -65,6 +65,13 @@ impl Feeds {
     }
 }
 
+impl Feeds {
+    /// How many requests wait for changes now (long polls, or reads about to).
+    pub fn waiting(&self) -> usize {
+        self.wakeups.waiting()
+    }
+}
+
 /// The table whose log holds the feed of `coll`: 404 for a collection
 /// without a feed, 503 for one whose feed could not be installed.
 pub fn relid(coll: &Collection) -> Result<u32, Error> {

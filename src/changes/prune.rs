@@ -37,7 +37,9 @@ pub async fn prune(db: &Database, retention: Duration) -> Result<i64, Error> {
 /// Prune every [`interval`] until dropped; `db` runs as the service's role.
 pub fn every_interval(db: Database, retention: Duration) -> AbortOnDropHandle<()> {
     AbortOnDropHandle::new(tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(interval(retention));
+        // The first after one interval: start-up has enough to do.
+        let every = interval(retention);
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;

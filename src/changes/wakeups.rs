@@ -61,6 +61,11 @@ impl Wakeups {
         }
     }
 
+    /// How many requests wait for changes now.
+    pub fn waiting(&self) -> usize {
+        self.sender.receiver_count()
+    }
+
     /// Notifications for the table `relid` from now on: subscribe before
     /// reading the feed, so that a change committed meanwhile wakes.
     pub fn subscribe(&self, relid: u32) -> Wakeup {

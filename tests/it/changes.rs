@@ -3,10 +3,17 @@
 //! exactly the table, whoever wrote it and in whatever order transactions
 //! committed; long polls wake on commits; cursors are checked.
 
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use crate::support::{point, settings_file, TestApp, TestResponse};
+use featurepipe::catalog::ChangeFeed;
+use featurepipe::changes::cursor::collection_hash;
+use featurepipe::changes::Cursor;
+use serde_json::{json, Value};
+
+use crate::support::{
+    config, connect, point, settings_file, OwnCluster, TestApp, TestDb, TestResponse,
+};
 
 /// The settings file that turns the feed on for `collections`.
 fn feeds_on(name: &str, collections: &[&str]) -> std::path::PathBuf {
@@ -56,14 +63,16 @@ pub async fn cursor_now(app: &TestApp, collection: &str) -> String {
     r.body["cursor"].as_str().unwrap().to_owned()
 }
 
-/// The collection's features, downloaded page by page.
+/// The collection's features, downloaded page by page. The first page,
+/// one query, is one snapshot: pages by offset can skip a feature when one
+/// before it is deleted meanwhile.
 pub async fn download(app: &TestApp, collection: &str) -> Copy {
     let mut copy = Copy::default();
     let mut offset = 0;
     loop {
         let page = app
             .get(&format!(
-                "/collections/{collection}/items?limit=1000&offset={offset}"
+                "/collections/{collection}/items?limit=10000&offset={offset}"
             ))
             .await;
         assert_eq!(page.status, 200, "{page:?}");
@@ -302,4 +311,200 @@ async fn bad_parameters_and_collections_without_a_feed() {
             .await;
         assert_eq!(r.status, status, "{query}: {r:?}");
     }
+}
+
+/// The oid of the table behind the feed of `collection`.
+fn relid(app: &TestApp, collection: &str) -> u32 {
+    match app.state.catalog().get(collection).unwrap().changes {
+        ChangeFeed::On { relid } => relid,
+        ref other => panic!("the feed of {collection} is {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_cursor_that_is_not_one_is_a_400() {
+    let app = with_feeds(
+        &format!("{PLACES} CREATE TABLE other (id serial PRIMARY KEY, geom geometry);"),
+        &["places", "other"],
+    )
+    .await;
+    let cursor = cursor_now(&app, "places").await;
+    let mut tampered = cursor.clone().into_bytes();
+    tampered[12] = if tampered[12] == b'x' { b'y' } else { b'x' };
+    let from_the_future = Cursor {
+        collection: collection_hash("places"),
+        relid: relid(&app, "places"),
+        epoch: 1,
+        tx: 1 << 60,
+        seq: 0,
+    };
+    for forged in [
+        "not-a-cursor".to_owned(),
+        String::from_utf8(tampered).unwrap(),
+        cursor_now(&app, "other").await,
+        from_the_future.encode(),
+    ] {
+        let r = app
+            .get(&format!("/collections/places/changes?since={forged}"))
+            .await;
+        assert_eq!(r.status, 400, "{forged}: {r:?}");
+        assert_eq!(r.body["type"], "urn:featurepipe:problem:invalid-cursor");
+    }
+    let r = app
+        .get(&format!("/collections/places/changes?since={cursor}"))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[tokio::test]
+async fn a_cursor_older_than_the_history_or_its_epoch_is_a_410() {
+    let app = with_feeds(PLACES, &["places"]).await;
+    let old = cursor_now(&app, "places").await;
+    let mut copy = download(&app, "places").await;
+    execute(&app, "UPDATE places SET name = 'changed' WHERE id < 3").await;
+    let past = fresh_xid(&app).await;
+    follow_past(&app, ("places", 100), &mut copy, old.clone(), past).await;
+
+    // A retention cut: everything the horizon has passed is forgotten.
+    let deleted = featurepipe::changes::prune::prune(&app.state.db, Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(deleted >= 2, "{deleted}");
+    let r = app
+        .get(&format!("/collections/places/changes?since={old}"))
+        .await;
+    assert_eq!(r.status, 410, "{r:?}");
+    assert_eq!(r.body["type"], "urn:featurepipe:problem:cursor-expired");
+    // Downloading again with a new cursor goes on from there.
+    let fresh = cursor_now(&app, "places").await;
+    let r = app
+        .get(&format!("/collections/places/changes?since={fresh}"))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+
+    // TRUNCATE logs no rows: it starts the feed again, and every cursor is gone.
+    execute(&app, "TRUNCATE places").await;
+    let r = app
+        .get(&format!("/collections/places/changes?since={fresh}"))
+        .await;
+    assert_eq!(r.status, 410, "{r:?}");
+    let after = cursor_now(&app, "places").await;
+    execute(&app, "INSERT INTO places (name) VALUES ('after')").await;
+    let past = fresh_xid(&app).await;
+    let mut copy = download(&app, "places").await;
+    follow_past(&app, ("places", 100), &mut copy, after, past).await;
+    assert_eq!(copy, download(&app, "places").await);
+}
+
+#[tokio::test]
+async fn partitioned_tables_and_client_keys() {
+    let app = with_feeds(
+        "CREATE TABLE parts (id int PRIMARY KEY, name text, geom geometry(Point, 4326))
+             PARTITION BY RANGE (id);
+         CREATE TABLE parts_low PARTITION OF parts FOR VALUES FROM (MINVALUE) TO (100);
+         CREATE TABLE parts_high PARTITION OF parts FOR VALUES FROM (100) TO (MAXVALUE);",
+        &["parts"],
+    )
+    .await;
+    let cursor = cursor_now(&app, "parts").await;
+    let mut copy = download(&app, "parts").await;
+    let put = point(1.0, 1.0, json!({"name": "put"})).to_string();
+    let headers = [("content-type", "application/geo+json")];
+    for id in [5, 6] {
+        let r = app
+            .send(
+                "PUT",
+                &format!("/collections/parts/items/{id}"),
+                &headers,
+                Some(put.clone()),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    // Straight into a partition, a key moved across partitions, a delete.
+    execute(
+        &app,
+        "INSERT INTO parts_high (id, name) VALUES (150, 'direct');
+         UPDATE parts SET id = 120 WHERE id = 5;
+         DELETE FROM parts_low WHERE id = 6;
+         INSERT INTO parts (id, name) VALUES (6, 'again');",
+    )
+    .await;
+    let past = fresh_xid(&app).await;
+    let (applied, _) = follow_past(&app, ("parts", 100), &mut copy, cursor, past).await;
+    assert_eq!(copy, download(&app, "parts").await);
+    let ids: Vec<String> = copy.0.keys().cloned().collect();
+    assert_eq!(ids, ["120", "150", "6"]);
+    assert!(
+        applied.iter().any(|c| c["id"] == 5 && c["op"] == "delete"),
+        "{applied:?}"
+    );
+}
+
+/// A PostGIS cluster of the test's own: transaction ids are the cluster's,
+/// so another test's open transaction would hold its feeds back.
+async fn own_cluster_app(setup: &str, collections: &[&str]) -> (OwnCluster, TestApp) {
+    let cluster = OwnCluster::start().await;
+    let url = cluster.url();
+    let client = connect(&url).await;
+    client
+        .batch_execute(&format!("CREATE EXTENSION postgis; {setup}"))
+        .await
+        .unwrap();
+    let mut config = config(&url);
+    config.settings = Some(feeds_on(
+        &format!("own-{}", collections.join("-")),
+        collections,
+    ));
+    let app = TestApp::on(TestDb { url, client }, config).await;
+    (cluster, app)
+}
+
+#[tokio::test]
+async fn a_long_poll_wakes_within_a_second_of_a_commit() {
+    let (_cluster, app) = own_cluster_app(PLACES, &["places"]).await;
+    let mut cursor = cursor_now(&app, "places").await;
+    let mut slowest = Duration::ZERO;
+    for n in 0..5 {
+        let poll = async {
+            let r = app
+                .get(&format!(
+                    "/collections/places/changes?since={cursor}&wait=30"
+                ))
+                .await;
+            (r, Instant::now())
+        };
+        let commit = async {
+            // Once the poll waits (it subscribed before reading the feed).
+            while app.state.changes.waiting() == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            execute(
+                &app,
+                &format!("UPDATE places SET name = 'n{n}' WHERE id = 1"),
+            )
+            .await;
+            Instant::now()
+        };
+        let ((page, answered), committed) = tokio::join!(poll, commit);
+        assert_eq!(page.status, 200, "{page:?}");
+        assert_eq!(
+            page.body["changes"][0]["feature"]["properties"]["name"],
+            format!("n{n}")
+        );
+        slowest = slowest.max(answered.duration_since(committed));
+        cursor = page.body["cursor"].as_str().unwrap().to_owned();
+    }
+    println!("slowest wake of 5 after a commit: {slowest:?}");
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+
+    // Nothing committed: the poll answers after its wait, with no changes.
+    let started = Instant::now();
+    let r = app
+        .get(&format!(
+            "/collections/places/changes?since={cursor}&wait=1"
+        ))
+        .await;
+    assert_eq!(r.body["changes"], json!([]), "{r:?}");
+    assert!(started.elapsed() >= Duration::from_secs(1));
 }
