@@ -45,13 +45,18 @@ GRANT SELECT ON featurepipe.changes, featurepipe.change_feeds TO PUBLIC;
 ALTER TABLE featurepipe.changes ENABLE ROW LEVEL SECURITY;
 CREATE POLICY readers_of_the_table ON featurepipe.changes FOR SELECT
     USING (pg_catalog.has_table_privilege(relid, 'SELECT'));
+-- The trigger functions insert as the role that installed them: the
+-- service's, which needs INSERT when it is not the owner of the log.
+CREATE POLICY writers ON featurepipe.changes FOR INSERT WITH CHECK (true);
 
 -- Forget the changes older than `retention` seconds, and mark the horizon
 -- now for later runs. The deleted entries are a prefix of every feed
 -- (transactions below a horizon), recorded as `pruned_below`. Returns how
 -- many entries were deleted.
+-- SECURITY DEFINER: as the log's owner, whom its row security does not
+-- bind; a service logging in as another role needs EXECUTE on it.
 CREATE FUNCTION featurepipe.changes_prune(retention float8) RETURNS bigint
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     cut featurepipe.change_marks;
     feed oid;

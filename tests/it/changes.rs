@@ -11,8 +11,9 @@ use featurepipe::changes::cursor::collection_hash;
 use featurepipe::changes::Cursor;
 use serde_json::{json, Value};
 
+use crate::auth::sha256;
 use crate::support::{
-    config, connect, point, settings_file, OwnCluster, TestApp, TestDb, TestResponse,
+    config, connect, create_role, point, settings_file, OwnCluster, TestApp, TestDb, TestResponse,
 };
 
 /// The settings file that turns the feed on for `collections`.
@@ -107,6 +108,18 @@ fn position(cursor: &str) -> (u64, i64) {
 /// long poll of a second). The changes applied, in order, and the cursor.
 pub async fn follow_past(
     app: &TestApp,
+    feed: (&str, usize),
+    copy: &mut Copy,
+    cursor: String,
+    past: u64,
+) -> (Vec<Value>, String) {
+    follow_past_as(app, &[], feed, copy, cursor, past).await
+}
+
+/// [`follow_past`] with `headers` (a credential).
+async fn follow_past_as(
+    app: &TestApp,
+    headers: &[(&str, &str)],
     (collection, limit): (&str, usize),
     copy: &mut Copy,
     mut cursor: String,
@@ -115,11 +128,9 @@ pub async fn follow_past(
     let mut applied = Vec::new();
     let mut wait = 0;
     while position(&cursor) < (past, 0) {
-        let page = app
-            .get(&format!(
-                "/collections/{collection}/changes?since={cursor}&limit={limit}&wait={wait}"
-            ))
-            .await;
+        let path =
+            format!("/collections/{collection}/changes?since={cursor}&limit={limit}&wait={wait}");
+        let page = app.send("GET", &path, headers, None).await;
         let (next, more) = copy.apply(&page);
         let changes = page.body["changes"].as_array().unwrap();
         wait = u8::from(changes.is_empty() && !more);
@@ -135,7 +146,7 @@ async fn execute(app: &TestApp, sql: &str) {
         .client
         .batch_execute(sql)
         .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        .unwrap_or_else(|e| panic!("{sql}: {e} {:?}", e.as_db_error()));
 }
 
 const PLACES: &str = "CREATE TABLE places (id serial PRIMARY KEY, name text,
@@ -507,4 +518,216 @@ async fn a_long_poll_wakes_within_a_second_of_a_commit() {
         .await;
     assert_eq!(r.body["changes"], json!([]), "{r:?}");
     assert!(started.elapsed() >= Duration::from_secs(1));
+}
+
+/// The API key named `name` in [`a_caller_gets_only_what_it_may_read`].
+fn key_of(name: &str) -> String {
+    format!("fp_feed_key_{name}")
+}
+
+/// GET `path` with the API key named `name`.
+async fn get_as(app: &TestApp, name: &str, path: &str) -> TestResponse {
+    let key = key_of(name);
+    app.send("GET", path, &[("x-api-key", &key)], None).await
+}
+
+const NOTES: &str = "
+    CREATE TABLE notes (id serial PRIMARY KEY, owner text NOT NULL DEFAULT current_user,
+                        name text, geom geometry(Point, 4326));
+    ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY own ON notes USING (owner = current_user) WITH CHECK (owner = current_user);
+    GRANT SELECT, INSERT, UPDATE, DELETE ON notes TO fp_test_feed_a, fp_test_feed_b;
+    GRANT USAGE ON SEQUENCE notes_id_seq TO fp_test_feed_a, fp_test_feed_b;
+";
+
+#[tokio::test]
+async fn a_caller_gets_only_what_it_may_read() {
+    let keys = [
+        ("a", "read:notes write:notes", "fp_test_feed_a"),
+        ("b", "read:notes write:notes", "fp_test_feed_b"),
+        ("none", "read:notes", "fp_test_feed_none"),
+        ("outsider", "read:other", "fp_test_feed_a"),
+    ];
+    let mut settings =
+        String::from("[auth]\nset_role = true\n[collections.notes]\nchanges = true\n");
+    let mut setup = String::new();
+    for (name, scope, role) in keys {
+        settings.push_str(&format!(
+            "[api_keys.{name}]\nsha256 = \"{}\"\nscope = \"{scope}\"\nrole = \"{role}\"\n",
+            sha256(&key_of(name))
+        ));
+        setup.push_str(&create_role(role, "NOLOGIN"));
+    }
+    let path = settings_file("feed-rights", &settings);
+    let app = TestApp::with_config(&(setup + NOTES), |c| {
+        c.auth = true;
+        c.settings = Some(path);
+    })
+    .await;
+    // The service's schema is the roles' too (as for edit sessions).
+    execute(
+        &app,
+        "GRANT USAGE ON SCHEMA featurepipe TO fp_test_feed_a, fp_test_feed_b, fp_test_feed_none",
+    )
+    .await;
+    let r = get_as(&app, "a", "/collections/notes/changes").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let cursor = r.body["cursor"].as_str().unwrap().to_owned();
+
+    for (key, name) in [("a", "mine"), ("b", "theirs: TOPSECRET")] {
+        let key = key_of(key);
+        let headers = [
+            ("content-type", "application/geo+json"),
+            ("x-api-key", &key),
+        ];
+        let body = point(0.0, 0.0, json!({"name": name})).to_string();
+        let r = app
+            .send("POST", "/collections/notes/items", &headers, Some(body))
+            .await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    execute(
+        &app,
+        "INSERT INTO notes (owner, name) VALUES ('fp_test_feed_b', 'by sql: TOPSECRET')",
+    )
+    .await;
+
+    // a sees its own feature; b's only as keys to remove, never their content.
+    let past = fresh_xid(&app).await;
+    let mut copy = Copy::default();
+    let a = key_of("a");
+    let a_headers = [("x-api-key", a.as_str())];
+    let (applied, _) = follow_past_as(
+        &app,
+        &a_headers,
+        ("notes", 100),
+        &mut copy,
+        cursor.clone(),
+        past,
+    )
+    .await;
+    let ops: Vec<String> = applied
+        .iter()
+        .map(|c| format!("{} {}", c["op"].as_str().unwrap(), c["id"]))
+        .collect();
+    assert_eq!(ops, ["upsert 1", "delete 2", "delete 3"]);
+    assert!(!Value::from(applied).to_string().contains("TOPSECRET"));
+    assert_eq!(copy.0.len(), 1);
+
+    // A role that may not read the table, and a key that may not read the
+    // collection, get nothing: as for its items.
+    for (who, status) in [("none", 403), ("outsider", 403)] {
+        for path in [
+            "/collections/notes/changes".to_owned(),
+            format!("/collections/notes/changes?since={cursor}"),
+            "/collections/notes/items".to_owned(),
+        ] {
+            let r = get_as(&app, who, &path).await;
+            assert_eq!(r.status, status, "{who} {path}: {r:?}");
+            assert!(r.body.get("changes").is_none(), "{who} {path}: {r:?}");
+        }
+    }
+}
+
+/// Until `check` holds, for at most 10 s.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < Duration::from_secs(10), "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Why the feed of `collection` is not installed, as the catalog says.
+fn not_installed(app: &TestApp, collection: &str) -> Option<String> {
+    match &app.state.catalog().get(collection).unwrap().changes {
+        ChangeFeed::NotInstalled(why) => Some(why.clone()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn a_role_that_may_not_install_a_feed_is_told_what_to_run_and_the_rest_is_served() {
+    let owner = TestApp::new(PLACES).await;
+    let database = owner.db.url.rsplit('/').next().unwrap();
+    // The service's own login: migrations are done, it may do all but the feed.
+    execute(
+        &owner,
+        &format!(
+            "{}
+             GRANT CREATE ON DATABASE {database} TO fp_test_feed_server;
+             GRANT USAGE, CREATE ON SCHEMA featurepipe TO fp_test_feed_server;
+             GRANT SELECT, INSERT ON featurepipe.schema_migrations TO fp_test_feed_server;
+             GRANT EXECUTE ON FUNCTION featurepipe.idempotency_expire(float8),
+               featurepipe.idempotency_claim(text, text),
+               featurepipe.idempotency_store(text, int4, bytea, text, jsonb),
+               featurepipe.idempotency_lookup(text, float8) TO fp_test_feed_server;
+             GRANT SELECT, INSERT, UPDATE, DELETE ON places TO fp_test_feed_server;
+             GRANT USAGE ON SEQUENCE places_id_seq TO fp_test_feed_server;",
+            create_role("fp_test_feed_server", "LOGIN")
+        ),
+    )
+    .await;
+    let url = owner
+        .db
+        .url
+        .replacen("://postgres@", "://fp_test_feed_server@", 1);
+    let mut config = config(&url);
+    config.settings = Some(feeds_on("not-installed", &["places"]));
+    let checks = TestDb {
+        url: url.clone(),
+        client: connect(&owner.db.url).await,
+    };
+    let app = TestApp::on(checks, config).await;
+
+    // Served, but for the feed, which says why in the log.
+    assert_eq!(app.get("/collections/places/items").await.status, 200);
+    let r = app.get("/collections/places/changes").await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(
+        r.body["type"],
+        "urn:featurepipe:problem:change-feed-not-installed"
+    );
+    let why = not_installed(&app, "places").unwrap();
+    assert!(
+        why.contains("As 'postgres', run: GRANT INSERT ON featurepipe.changes TO \"fp_test_feed_server\"; GRANT SELECT, INSERT, UPDATE ON featurepipe.change_feeds TO \"fp_test_feed_server\""),
+        "{why}"
+    );
+    execute(
+        &owner,
+        "GRANT INSERT ON featurepipe.changes TO fp_test_feed_server;
+         GRANT SELECT, INSERT, UPDATE ON featurepipe.change_feeds TO fp_test_feed_server",
+    )
+    .await;
+    app.state.reload_catalog();
+    until("the next statement asked for", || async {
+        not_installed(&app, "places").is_some_and(|why| why.contains("TRIGGER"))
+    })
+    .await;
+    let why = not_installed(&app, "places").unwrap();
+    assert!(
+        why.contains(
+            "As 'postgres', run: GRANT TRIGGER ON \"public\".\"places\" TO \"fp_test_feed_server\""
+        ),
+        "{why}"
+    );
+    execute(&owner, "GRANT TRIGGER ON places TO fp_test_feed_server").await;
+    app.state.reload_catalog();
+    until("the feed installed", || async {
+        not_installed(&app, "places").is_none()
+    })
+    .await;
+
+    // Installed by the service's role, it logs what any role writes.
+    let cursor = cursor_now(&app, "places").await;
+    let mut copy = download(&app, "places").await;
+    execute(
+        &owner,
+        "UPDATE places SET name = 'by the owner' WHERE id = 1",
+    )
+    .await;
+    let past = fresh_xid(&owner).await;
+    follow_past(&app, ("places", 100), &mut copy, cursor, past).await;
+    assert_eq!(copy, download(&app, "places").await);
+    assert_eq!(copy.0["1"]["properties"]["name"], "by the owner");
 }
