@@ -4,12 +4,16 @@
 //! committed; long polls wake on commits; cursors are checked.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use featurepipe::catalog::ChangeFeed;
 use featurepipe::changes::cursor::collection_hash;
 use featurepipe::changes::Cursor;
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
+use tokio::sync::Notify;
 
 use crate::auth::sha256;
 use crate::support::{
@@ -730,4 +734,249 @@ async fn a_role_that_may_not_install_a_feed_is_told_what_to_run_and_the_rest_is_
     follow_past(&app, ("places", 100), &mut copy, cursor, past).await;
     assert_eq!(copy, download(&app, "places").await);
     assert_eq!(copy.0["1"]["properties"]["name"], "by the owner");
+}
+
+/// Commits made by the writers of one run, for a transaction held open
+/// until later ones have committed.
+#[derive(Default)]
+struct Commits {
+    count: AtomicUsize,
+    made: Notify,
+}
+
+impl Commits {
+    fn made(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        self.made.notify_waiters();
+    }
+
+    fn seen(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Until `n` commits have been made, or `within` has passed (the other
+    /// writers may be waiting for a row this transaction holds).
+    async fn until(&self, n: usize, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let made = self.made.notified();
+            if self.seen() >= n {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, made).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Keys the writers pick from: many collide, deleted ones come back.
+const KEYS: u32 = 60;
+
+/// Writes through the service: POST, PATCH, DELETE and edit sessions.
+async fn service_writer(app: &TestApp, table: &str, seed: u64, ops: u64, commits: &Commits) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    for _ in 0..ops {
+        let id = rng.random_range(1..KEYS);
+        let n = rng.random_range(0..1000);
+        let feature = point(f64::from(id), 2.0, json!({"n": n, "label": "service"}));
+        let item = format!("/collections/{table}/items/{id}");
+        let patch = [("content-type", "application/merge-patch+json")];
+        let r = match rng.random_range(0..4) {
+            0 => {
+                let features = vec![feature.clone(); rng.random_range(1..4)];
+                app.post(
+                    table,
+                    &json!({"type": "FeatureCollection", "features": features}),
+                )
+                .await
+            }
+            1 => {
+                let body = json!({"properties": {"n": n}}).to_string();
+                app.send("PATCH", &item, &patch, Some(body)).await
+            }
+            2 => app.send("DELETE", &item, &[], None).await,
+            _ => {
+                let other = rng.random_range(1..KEYS);
+                let session = json!({"operations": [
+                    {"op": "update", "collection": table, "id": id, "patch": {"properties": {"n": n}}},
+                    {"op": "delete", "collection": table, "id": other},
+                    {"op": "insert", "collection": table, "feature": feature},
+                ]});
+                let json = [("content-type", "application/json")];
+                app.send("POST", "/transactions", &json, Some(session.to_string()))
+                    .await
+            }
+        };
+        // Missing features (404) and conflicts are the writers' lot; a
+        // refused body or a fault of the service is not.
+        assert!(
+            ![400, 422, 500].contains(&r.status.as_u16()),
+            "seed {seed}: {r:?}"
+        );
+        if r.status.is_success() {
+            commits.made();
+        }
+    }
+}
+
+/// Writes in plain SQL: explicit keys that bring deleted features back, key
+/// changes, updates, deletes; with `holds`, some transactions take their id
+/// first and commit only after later ones did.
+async fn sql_writer(
+    app: &TestApp,
+    table: &str,
+    (seed, holds): (u64, bool),
+    ops: u64,
+    commits: &Commits,
+) {
+    let client = connect(&app.db.url).await;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    for _ in 0..ops {
+        let id = rng.random_range(1..KEYS);
+        let n = rng.random_range(0..1000);
+        let statement = match rng.random_range(0..5) {
+            0 => format!(
+                "INSERT INTO {table} (id, n, label, geom) VALUES ({id}, {n}, 'sql', ST_MakePoint({id}, 1))
+                 ON CONFLICT (id) DO UPDATE SET n = EXCLUDED.n"
+            ),
+            1 => format!("UPDATE {table} SET n = n + 1, label = 'sql' WHERE id = {id}"),
+            2 => format!("DELETE FROM {table} WHERE id = {id}"),
+            3 => format!("UPDATE {table} SET id = nextval('{table}_id_seq') WHERE id = {id}"),
+            _ => format!("INSERT INTO {table} (n, geom) VALUES ({n}, ST_MakePoint(0, 0))"),
+        };
+        let done = if holds && rng.random_bool(0.4) {
+            client
+                .batch_execute("BEGIN; SELECT pg_current_xact_id()")
+                .await
+                .unwrap();
+            let seen = commits.seen();
+            let written = client.batch_execute(&statement).await;
+            commits.until(seen + 3, Duration::from_millis(300)).await;
+            let end = if written.is_ok() {
+                "COMMIT"
+            } else {
+                "ROLLBACK"
+            };
+            client.batch_execute(end).await.unwrap();
+            written
+        } else {
+            client.batch_execute(&statement).await
+        };
+        // Keys taken (an explicit key the sequence handed out too) and
+        // deadlocks are refused by the database: nothing is written.
+        if done.is_ok() {
+            commits.made();
+        }
+    }
+}
+
+/// What one run of [`a_follower_ends_equal_to_the_table_whatever_the_writers_do`] did.
+#[derive(Debug, Default)]
+struct Run {
+    rows: usize,
+    changes: i64,
+    pages: usize,
+}
+
+/// One seed: four writers on table `f{seed}` while a new client takes a
+/// cursor, downloads the table and follows the feed in pages of random
+/// sizes; when they are done and it has caught up, its copy is the table.
+async fn run_seed(app: &TestApp, seed: u64, ops: u64) -> Run {
+    let table = format!("f{seed}");
+    let table = table.as_str();
+    let commits = Commits::default();
+    let writing = AtomicBool::new(true);
+    let writers = async {
+        tokio::join!(
+            service_writer(app, table, seed * 10 + 1, ops, &commits),
+            service_writer(app, table, seed * 10 + 2, ops, &commits),
+            sql_writer(app, table, (seed * 10 + 3, false), ops, &commits),
+            sql_writer(app, table, (seed * 10 + 4, true), ops, &commits),
+        );
+        writing.store(false, Ordering::SeqCst);
+    };
+    let follower = async {
+        // The writers are at it already: changes between the cursor and
+        // the download come again.
+        let mut cursor = cursor_now(app, table).await;
+        let mut copy = download(app, table).await;
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let (mut pages, mut wait) = (0, 0);
+        while writing.load(Ordering::SeqCst) {
+            let limit = rng.random_range(1..30);
+            let page = app
+                .get(&format!(
+                    "/collections/{table}/changes?since={cursor}&limit={limit}&wait={wait}"
+                ))
+                .await;
+            let (next, more) = copy.apply(&page);
+            wait = u8::from(!more && page.body["changes"] == json!([]));
+            cursor = next;
+            pages += 1;
+        }
+        (copy, cursor, pages)
+    };
+    let ((), (mut copy, cursor, pages)) = tokio::join!(writers, follower);
+    let past = fresh_xid(app).await;
+    let limit = SmallRng::seed_from_u64(seed).random_range(1..30);
+    follow_past(app, (table, limit), &mut copy, cursor, past).await;
+    let now = download(app, table).await;
+    assert_eq!(copy, now, "seed {seed}");
+    let relid = relid(app, table);
+    let changes = app
+        .db
+        .int(&format!(
+            "SELECT count(*) FROM featurepipe.changes WHERE relid = {relid}"
+        ))
+        .await;
+    Run {
+        rows: now.0.len(),
+        changes,
+        pages,
+    }
+}
+
+/// A knob of [`a_follower_ends_equal_to_the_table_whatever_the_writers_do`], for longer runs by hand.
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |v| v.parse().expect("a number"))
+}
+
+#[tokio::test]
+async fn a_follower_ends_equal_to_the_table_whatever_the_writers_do() {
+    let seeds = knob("FEATUREPIPE_FEED_SEEDS", 12);
+    let ops = knob("FEATUREPIPE_FEED_OPS", 25);
+    let tables: Vec<String> = (0..seeds).map(|s| format!("f{s}")).collect();
+    let setup: String = tables
+        .iter()
+        .map(|t| {
+            format!(
+                "CREATE TABLE {t} (id serial PRIMARY KEY, n int NOT NULL DEFAULT 0, label text,
+                                   geom geometry(Point, 4326));
+                 INSERT INTO {t} (label, geom)
+                     SELECT 'start', ST_MakePoint(g, g) FROM generate_series(1, 20) AS g;"
+            )
+        })
+        .collect();
+    let names: Vec<&str> = tables.iter().map(String::as_str).collect();
+    let app = with_feeds(&setup, &names).await;
+    let started = Instant::now();
+    let mut total = Run::default();
+    let all: Vec<u64> = (0..seeds).collect();
+    for group in all.chunks(4) {
+        let runs = group.iter().map(|&seed| run_seed(&app, seed, ops));
+        for run in futures_util::future::join_all(runs).await {
+            total.rows += run.rows;
+            total.changes += run.changes;
+            total.pages += run.pages;
+        }
+    }
+    println!(
+        "{seeds} seeds, 4 writers of {ops} operations each: {} rows, {} changes logged, \
+         {} pages followed while writing, in {:?}",
+        total.rows,
+        total.changes,
+        total.pages,
+        started.elapsed()
+    );
 }
