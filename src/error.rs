@@ -183,6 +183,16 @@ impl FieldError {
     }
 }
 
+/// The feature as it is now, told with a write whose precondition failed
+/// (If-Match), so that the client can merge without asking again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Current {
+    /// The Feature, as JSON text.
+    pub feature: String,
+    /// Its entity tag.
+    pub etag: String,
+}
+
 /// A domain error (boxed: errors travel far, and often).
 #[derive(Debug, Clone)]
 pub struct Error(Box<Inner>);
@@ -196,6 +206,7 @@ struct Inner {
     batches: Option<serde_json::Value>,
     report: Option<serde_json::Value>,
     conflict: Option<Conflict>,
+    current: Option<Current>,
 }
 
 impl Error {
@@ -209,6 +220,7 @@ impl Error {
             batches: None,
             report: None,
             conflict: None,
+            current: None,
         }))
     }
 
@@ -367,6 +379,17 @@ impl Error {
     /// The report of a failed edit session.
     pub fn report(&self) -> Option<&serde_json::Value> {
         self.0.report.as_ref()
+    }
+
+    /// Attach the feature as it is now (a failed precondition).
+    pub fn with_current(mut self, current: Current) -> Self {
+        self.0.current = Some(current);
+        self
+    }
+
+    /// The feature as it is now, for a failed precondition.
+    pub fn current(&self) -> Option<&Current> {
+        self.0.current.as_ref()
     }
 
     /// Mark the error as a transaction the database rolled back because of `conflict`.
