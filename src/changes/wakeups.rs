@@ -10,14 +10,11 @@ use tokio::sync::broadcast;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::catalog::feed::CHANNEL;
-use crate::db::listen::Listening;
+use crate::db::listen::{self, Heard, Listening};
 use crate::db::Database;
 
 /// Wakes every waiter: notifications may have been missed.
 const EVERY_FEED: u32 = 0;
-
-/// How long a lost `LISTEN` connection waits before it is made again.
-const RELISTEN_WAIT: Duration = Duration::from_secs(5);
 
 /// How often a waiter looks again when no notification can come (no
 /// `LISTEN` connection) or none will (changes held back by an older open
@@ -46,7 +43,7 @@ impl Wakeups {
     pub async fn start(db: &Database, listen: bool) -> Wakeups {
         let (sender, _) = broadcast::channel(1024);
         let first = match listen {
-            true => connect(db).await,
+            true => db.listen_or_warn(CHANNEL).await,
             false => None,
         };
         let listening = Arc::new(AtomicBool::new(first.is_some()));
@@ -98,41 +95,31 @@ impl Wakeup {
     }
 }
 
-/// `LISTEN` on a connection of its own, or `None` (logged) when it cannot.
-async fn connect(db: &Database) -> Option<Listening> {
-    match db.listen(CHANNEL).await {
-        Ok(listening) => Some(listening),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot LISTEN {CHANNEL}; long polls look again every {RECHECK:?}");
-            None
-        }
-    }
-}
-
-/// Relay each notification's table oid; when the connection is lost, make
-/// it again and then wake every waiter, for the notifications missed.
+/// Relay each notification's table oid, and whether the connection is up;
+/// when it is made again after a loss, wake every waiter, for the
+/// notifications missed meanwhile.
 async fn relay(
     db: Database,
     sender: broadcast::Sender<u32>,
     listening: Arc<AtomicBool>,
-    mut connection: Option<Listening>,
+    connection: Option<Listening>,
 ) {
-    loop {
-        if let Some(mut open) = connection.take() {
-            listening.store(true, Ordering::Release);
-            while let Some(payload) = open.next().await {
-                if let Ok(relid) = payload.parse::<u32>() {
-                    // No receiver: nobody waits; that is fine.
-                    let _ = sender.send(relid);
-                }
+    listen::relay(db, CHANNEL, connection, |heard| {
+        let relid = match heard {
+            Heard::Notification(payload) => payload.parse().ok(),
+            Heard::Lost => {
+                listening.store(false, Ordering::Release);
+                None
             }
-            listening.store(false, Ordering::Release);
-            tracing::warn!("the LISTEN {CHANNEL} connection was lost; making it again");
+            Heard::Back => {
+                listening.store(true, Ordering::Release);
+                Some(EVERY_FEED)
+            }
+        };
+        // No receiver: nobody waits; that is fine.
+        if let Some(relid) = relid {
+            let _ = sender.send(relid);
         }
-        while connection.is_none() {
-            tokio::time::sleep(RELISTEN_WAIT).await;
-            connection = connect(&db).await;
-        }
-        let _ = sender.send(EVERY_FEED);
-    }
+    })
+    .await
 }
