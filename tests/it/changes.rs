@@ -15,7 +15,7 @@ use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use crate::auth::sha256;
+use crate::auth::{rls_setup, sha256};
 use crate::support::{
     config, connect, create_role, point, settings_file, OwnCluster, TestApp, TestDb, TestResponse,
 };
@@ -535,35 +535,27 @@ async fn get_as(app: &TestApp, name: &str, path: &str) -> TestResponse {
     app.send("GET", path, &[("x-api-key", &key)], None).await
 }
 
-const NOTES: &str = "
-    CREATE TABLE notes (id serial PRIMARY KEY, owner text NOT NULL DEFAULT current_user,
-                        name text, geom geometry(Point, 4326));
-    ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
-    CREATE POLICY own ON notes USING (owner = current_user) WITH CHECK (owner = current_user);
-    GRANT SELECT, INSERT, UPDATE, DELETE ON notes TO fp_test_feed_a, fp_test_feed_b;
-    GRANT USAGE ON SEQUENCE notes_id_seq TO fp_test_feed_a, fp_test_feed_b;
-";
-
 #[tokio::test]
 async fn a_caller_gets_only_what_it_may_read() {
     let keys = [
-        ("a", "read:notes write:notes", "fp_test_feed_a"),
-        ("b", "read:notes write:notes", "fp_test_feed_b"),
+        ("a", "read:notes write:notes", "fp_test_field_a"),
+        ("b", "read:notes write:notes", "fp_test_field_b"),
         ("none", "read:notes", "fp_test_feed_none"),
-        ("outsider", "read:other", "fp_test_feed_a"),
+        ("outsider", "read:other", "fp_test_field_a"),
     ];
     let mut settings =
         String::from("[auth]\nset_role = true\n[collections.notes]\nchanges = true\n");
-    let mut setup = String::new();
+    // The table each of two roles sees only its own rows of, and a role
+    // that may not read it.
+    let setup = rls_setup() + &create_role("fp_test_feed_none", "NOLOGIN");
     for (name, scope, role) in keys {
         settings.push_str(&format!(
             "[api_keys.{name}]\nsha256 = \"{}\"\nscope = \"{scope}\"\nrole = \"{role}\"\n",
             sha256(&key_of(name))
         ));
-        setup.push_str(&create_role(role, "NOLOGIN"));
     }
     let path = settings_file("feed-rights", &settings);
-    let app = TestApp::with_config(&(setup + NOTES), |c| {
+    let app = TestApp::with_config(&setup, |c| {
         c.auth = true;
         c.settings = Some(path);
     })
@@ -571,7 +563,7 @@ async fn a_caller_gets_only_what_it_may_read() {
     // The service's schema is the roles' too (as for edit sessions).
     execute(
         &app,
-        "GRANT USAGE ON SCHEMA featurepipe TO fp_test_feed_a, fp_test_feed_b, fp_test_feed_none",
+        "GRANT USAGE ON SCHEMA featurepipe TO fp_test_field_a, fp_test_field_b, fp_test_feed_none",
     )
     .await;
     let r = get_as(&app, "a", "/collections/notes/changes").await;
@@ -592,7 +584,7 @@ async fn a_caller_gets_only_what_it_may_read() {
     }
     execute(
         &app,
-        "INSERT INTO notes (owner, name) VALUES ('fp_test_feed_b', 'by sql: TOPSECRET')",
+        "INSERT INTO notes (owner, name) VALUES ('fp_test_field_b', 'by sql: TOPSECRET')",
     )
     .await;
 
