@@ -9,8 +9,9 @@ CREATE TABLE featurepipe.changes (
     relid oid    NOT NULL,
     -- The top-level transaction that made the change (never wraps around).
     tx    xid8   NOT NULL DEFAULT pg_current_xact_id(),
-    -- Orders the changes of one transaction.
-    seq   bigint GENERATED ALWAYS AS IDENTITY,
+    -- Orders the changes of one transaction (one backend: its cached
+    -- values rise), and nothing more.
+    seq   bigint GENERATED ALWAYS AS IDENTITY (CACHE 100),
     -- The feature's key, as text; a key change logs the old and the new one.
     key   text   NOT NULL,
     PRIMARY KEY (relid, tx, seq)
