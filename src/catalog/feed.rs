@@ -42,6 +42,28 @@ const TRUNCATE_TRIGGER: &str = "featurepipe_changes_truncate";
 /// The version of what is installed; a new one is installed over the old.
 const VERSION: u32 = 1;
 
+/// How long installing waits for a table's writers (`CREATE TRIGGER` waits
+/// for every transaction that wrote it to end): a table busy longer is
+/// tried again at the next poll, rather than keep the catalog waiting.
+const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '2s'";
+
+/// What came of installing the change feeds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Installing {
+    /// Something was made: the tables' fingerprint is another now.
+    pub made: bool,
+    /// A table was busy: try again soon, although nothing else changes.
+    pub again: bool,
+}
+
+/// Why a feed was not installed.
+enum Unmade {
+    /// The role may not; what to run, and as whom.
+    Refused(String),
+    /// The table's writers held it longer than [`LOCK_TIMEOUT`].
+    Busy(String),
+}
+
 /// What is installed for one table, as the database says.
 const STATUS: &str = "
 SELECT c.oid::int8 AS relid,
@@ -178,16 +200,16 @@ impl Catalog {
     /// true` need and is not there yet; say for each whether it is on.
     /// A feed the service's role may not install is logged with the
     /// statement that lets it, and left off; the other collections are
-    /// served as usual. Returns whether anything was installed.
+    /// served as usual; so is one whose table was busy, tried again soon.
     pub async fn install_feeds(
         &mut self,
         client: &impl GenericClient,
-    ) -> Result<bool, StartupError> {
+    ) -> Result<Installing, StartupError> {
         let failed = |source| StartupError::Query {
             doing: "installing a change feed",
             source,
         };
-        let mut installed = false;
+        let mut installing = Installing::default();
         for coll in self.collections.values_mut() {
             if coll.changes == ChangeFeed::Off {
                 continue;
@@ -199,11 +221,18 @@ impl Catalog {
             let feed = if found.function_current && found.triggers {
                 ChangeFeed::On { relid }
             } else {
-                installed = true;
                 match install(client, coll, &key, &found).await.map_err(failed)? {
-                    None => ChangeFeed::On { relid },
-                    Some(why) => {
+                    Ok(()) => {
+                        installing.made = true;
+                        ChangeFeed::On { relid }
+                    }
+                    Err(Unmade::Refused(why)) => {
                         tracing::error!(collection = %coll.id, "{why}");
+                        ChangeFeed::NotInstalled(why)
+                    }
+                    Err(Unmade::Busy(why)) => {
+                        tracing::warn!(collection = %coll.id, "{why}");
+                        installing.again = true;
                         ChangeFeed::NotInstalled(why)
                     }
                 }
@@ -212,18 +241,18 @@ impl Catalog {
                 Arc::make_mut(coll).changes = feed;
             }
         }
-        Ok(installed)
+        Ok(installing)
     }
 }
 
-/// Make what `found` lacks, under a savepoint; `Some(why)` when the
-/// service's role may not (nothing is then left half-made).
+/// Make what `found` lacks, under a savepoint; why not when the service's
+/// role may not, or the table is busy (nothing is then left half-made).
 async fn install(
     client: &impl GenericClient,
     coll: &Collection,
     key: &str,
     found: &Status,
-) -> Result<Option<String>, tokio_postgres::Error> {
+) -> Result<Result<(), Unmade>, tokio_postgres::Error> {
     let table = coll.qualified_name();
     let role = quote_ident(&found.role);
     if !found.log_writable {
@@ -232,13 +261,13 @@ async fn install(
             "GRANT INSERT ON featurepipe.changes TO {role}; \
              GRANT SELECT, INSERT, UPDATE ON featurepipe.change_feeds TO {role}"
         );
-        return Ok(Some(not_installed(
+        return Ok(Err(Unmade::Refused(not_installed(
             coll,
             found,
             "write the change log",
             &found.log_owner,
             &grant,
-        )));
+        ))));
     }
     let function = (
         function_sql(found.relid, key),
@@ -255,26 +284,34 @@ async fn install(
         &found.table_owner,
     );
     let steps = (!found.function_current).then_some(function);
-    client.batch_execute("SAVEPOINT featurepipe_feed").await?;
+    client
+        .batch_execute(&format!("SAVEPOINT featurepipe_feed; {LOCK_TIMEOUT}"))
+        .await?;
     for (sql, what, grant, owner) in steps.into_iter().chain([triggers]) {
-        match client.batch_execute(&sql).await {
-            Ok(()) => {}
+        let unmade = match client.batch_execute(&sql).await {
+            Ok(()) => continue,
             Err(e) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => {
-                client
-                    .batch_execute("ROLLBACK TO SAVEPOINT featurepipe_feed")
-                    .await?;
                 let message = e.as_db_error().map_or("", |d| d.message());
                 let what = format!("{what} ({message})");
-                return Ok(Some(not_installed(coll, found, &what, owner, &grant)));
+                Unmade::Refused(not_installed(coll, found, &what, owner, &grant))
             }
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Unmade::Busy(format!(
+                "the change feed of '{}' is not installed yet: its table's writers held it \
+                 (a transaction open on it); tried again at the next poll of the catalog",
+                coll.id
+            )),
             Err(e) => return Err(e),
-        }
+        };
+        client
+            .batch_execute("ROLLBACK TO SAVEPOINT featurepipe_feed")
+            .await?;
+        return Ok(Err(unmade));
     }
     client
         .batch_execute("RELEASE SAVEPOINT featurepipe_feed")
         .await?;
     tracing::info!(collection = %coll.id, "change feed installed");
-    Ok(None)
+    Ok(Ok(()))
 }
 
 /// Why the feed of `coll` is not installed: the role may not do `what`;

@@ -154,11 +154,17 @@ async fn read(
     let mut fingerprint = fingerprint(&*tx, schemas).await.map_err(failed)?;
     let mut catalog = Catalog::load(&*tx, schemas, settings).await;
     if let Ok(loaded) = &mut catalog {
+        let installing = loaded.install_feeds(&*tx).await?;
         // The triggers of change feeds change the fingerprint: read again,
         // the same snapshot with this transaction's own DDL, so that they
         // do not look like a change of the tables.
-        if loaded.install_feeds(&*tx).await? {
+        if installing.made {
             fingerprint = self::fingerprint(&*tx, schemas).await.map_err(failed)?;
+        }
+        // A feed whose table was busy: the next poll sees another
+        // fingerprint, and reads (and installs) again.
+        if installing.again {
+            fingerprint.push_str(" and a change feed to install");
         }
         tx.commit().await.map_err(failed)?;
     }

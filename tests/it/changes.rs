@@ -972,3 +972,31 @@ async fn a_follower_ends_equal_to_the_table_whatever_the_writers_do() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_feed_whose_table_is_busy_is_installed_once_it_is_not() {
+    let db = TestDb::new(PLACES).await;
+    // CREATE TRIGGER waits for every transaction that wrote the table.
+    let writer = connect(&db.url).await;
+    writer
+        .batch_execute("BEGIN; UPDATE places SET name = 'held' WHERE id = 1")
+        .await
+        .unwrap();
+    let mut config = config(&db.url);
+    config.settings = Some(feeds_on("busy", &["places"]));
+    config.catalog_poll = Duration::from_millis(100);
+    let app = TestApp::on(db, config).await;
+    let why = not_installed(&app, "places").expect("not installed while held");
+    assert!(why.contains("writers held it"), "{why}");
+    assert_eq!(app.get("/collections/places/items").await.status, 200);
+    writer.batch_execute("COMMIT").await.unwrap();
+    until("the feed installed at a poll", || async {
+        not_installed(&app, "places").is_none()
+    })
+    .await;
+    let cursor = cursor_now(&app, "places").await;
+    let r = app
+        .get(&format!("/collections/places/changes?since={cursor}"))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+}
