@@ -30,18 +30,18 @@ fn feeds_on(name: &str, collections: &[&str]) -> std::path::PathBuf {
 }
 
 /// The app on a database set up with `setup`, with feeds on `collections`.
-pub async fn with_feeds(setup: &str, collections: &[&str]) -> TestApp {
+async fn with_feeds(setup: &str, collections: &[&str]) -> TestApp {
     let path = feeds_on(&collections.join("-"), collections);
     TestApp::with_config(setup, |c| c.settings = Some(path)).await
 }
 
 /// A client's copy of a collection: features by id, as the API gives them.
 #[derive(Debug, Default, PartialEq)]
-pub struct Copy(pub BTreeMap<String, Value>);
+struct Copy(BTreeMap<String, Value>);
 
 impl Copy {
     /// Apply one answer of the feed; its cursor and `more`.
-    pub fn apply(&mut self, page: &TestResponse) -> (String, bool) {
+    fn apply(&mut self, page: &TestResponse) -> (String, bool) {
         assert_eq!(page.status, 200, "{page:?}");
         for change in page.body["changes"].as_array().unwrap() {
             let id = change["id"].to_string();
@@ -61,7 +61,7 @@ impl Copy {
 }
 
 /// The cursor for now.
-pub async fn cursor_now(app: &TestApp, collection: &str) -> String {
+async fn cursor_now(app: &TestApp, collection: &str) -> String {
     let r = app.get(&format!("/collections/{collection}/changes")).await;
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.body["changes"], json!([]), "{r:?}");
@@ -71,7 +71,7 @@ pub async fn cursor_now(app: &TestApp, collection: &str) -> String {
 /// The collection's features, downloaded page by page. The first page,
 /// one query, is one snapshot: pages by offset can skip a feature when one
 /// before it is deleted meanwhile.
-pub async fn download(app: &TestApp, collection: &str) -> Copy {
+async fn download(app: &TestApp, collection: &str) -> Copy {
     let mut copy = Copy::default();
     let mut offset = 0;
     loop {
@@ -94,7 +94,7 @@ pub async fn download(app: &TestApp, collection: &str) -> Copy {
 
 /// A transaction id taken now: every transaction committed before has a
 /// lower one (transaction ids are cluster-wide).
-pub async fn fresh_xid(app: &TestApp) -> u64 {
+async fn fresh_xid(app: &TestApp) -> u64 {
     let text = app.db.text("SELECT pg_current_xact_id()::text").await;
     text.unwrap().parse().unwrap()
 }
@@ -110,7 +110,7 @@ fn position(cursor: &str) -> (u64, i64) {
 /// change committed before is applied. Transactions other tests leave open
 /// hold the feed back for a while: an empty page waits for a change (a
 /// long poll of a second). The changes applied, in order, and the cursor.
-pub async fn follow_past(
+async fn follow_past(
     app: &TestApp,
     feed: (&str, usize),
     copy: &mut Copy,
