@@ -2,6 +2,7 @@
 //! each column is typed, defaulted and written.
 
 pub mod checks;
+pub mod feed;
 pub mod live;
 pub mod schema;
 pub mod settings;
@@ -15,6 +16,7 @@ use tokio_postgres::GenericClient;
 use crate::db::{quote_ident, StartupError};
 use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
 use checks::{Checks, Kind};
+pub use feed::ChangeFeed;
 use settings::{LastModified, Settings};
 use temporal::Temporal;
 
@@ -213,6 +215,8 @@ pub struct Collection {
     pub time: Option<Temporal>,
     /// JSON-FG's `featureType` of its features (settings file), if not its id.
     pub feature_type: Option<String>,
+    /// Its change feed (`changes = true` in the settings file), and whether it is installed.
+    pub changes: ChangeFeed,
 }
 
 /// Why clients cannot write a column.
@@ -269,6 +273,7 @@ impl Collection {
             read_only_properties: Vec::new(),
             time: None,
             feature_type: None,
+            changes: ChangeFeed::Off,
         }
     }
 
@@ -550,6 +555,14 @@ fn apply_settings(
                     })?,
             ),
         };
+        if s.changes {
+            if coll.primary_key.is_none() {
+                return Err(format!(
+                    "'{id}': changes = true needs a single-column primary key, which names the changed features"
+                ));
+            }
+            coll.changes = ChangeFeed::NotInstalled("not installed yet".into());
+        }
         coll.read_only_properties = s
             .read_only_properties
             .iter()
@@ -769,6 +782,7 @@ fn build_collection(
         read_only_properties: Vec::new(),
         time: None,
         feature_type: None,
+        changes: ChangeFeed::Off,
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

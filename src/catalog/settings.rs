@@ -13,6 +13,7 @@
 //! read_only_properties = ["checked_by"] # published readOnly; clients may not write them
 //! time = "observed"               # JSON-FG `time`: a date/timestamp column, or ["start", "end"]
 //! feature_type = "Place"          # JSON-FG `featureType` (default: the collection id)
+//! changes = true                  # GET /collections/places/changes (docs/offline-sync.md)
 //!
 //! [auth]
 //! anonymous = "read:*"            # what callers without credentials may do
@@ -107,6 +108,10 @@ pub struct CollectionSettings {
     pub time: Option<TimeColumns>,
     /// The type JSON-FG's `featureType` names (default: the collection id).
     pub feature_type: Option<String>,
+    /// Publish a feed of the table's changes (`GET …/changes`): the service
+    /// installs a trigger that logs every change, whoever makes it.
+    #[serde(default)]
+    pub changes: bool,
 }
 
 /// `time = "column"` (an instant) or `time = ["start", "end"]` (an interval).
@@ -155,7 +160,7 @@ mod tests {
         let s = Settings::parse(
             "[collections.a]\ntitle = \"A\"\nlast_modified = false\n\
              read_only_properties = [\"x\", \"y\"]\n\
-             time = [\"from\", \"to\"]\nfeature_type = \"Site\"\n\
+             time = [\"from\", \"to\"]\nfeature_type = \"Site\"\nchanges = true\n\
              [collections.\"s.b\"]\nlast_modified = \"changed\"\nprecondition_required = true\n",
         )
         .unwrap();
@@ -176,6 +181,7 @@ mod tests {
             Some(TimeColumns::Instant("seen".into()))
         );
         assert!(Settings::parse("[collections.a]\ntime = [\"a\", \"b\", \"c\"]").is_err());
+        assert!(s.collections["a"].changes && !s.collections["s.b"].changes);
         assert!(s.collections["s.b"].precondition_required);
         assert!(Settings::parse("[collections.a]\ntitel = \"typo\"").is_err());
     }

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod body;
 pub mod caller;
+pub mod changes;
 pub mod collections;
 pub mod cors;
 pub mod encoding;

@@ -14,7 +14,7 @@ use tokio_postgres::types::ToSql;
 use crate::catalog::Collection;
 use crate::db::statement::{prepare, prepare_both};
 use crate::db::Database;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Current, Error, ErrorKind};
 use crate::geometry::Crs;
 use params::ItemsQuery;
 
@@ -57,6 +57,15 @@ pub struct StoredFeature {
     pub etag: String,
     /// The last-modified column's value, when the table has one.
     pub last_modified: Option<DateTime<Utc>>,
+}
+
+impl From<StoredFeature> for Current {
+    fn from(feature: StoredFeature) -> Self {
+        Current {
+            feature: feature.json,
+            etag: feature.etag,
+        }
+    }
 }
 
 /// The content codings an entity tag may name (`<tag>-gzip`), as the

@@ -5,6 +5,7 @@ mod auth;
 mod bodies;
 mod browser;
 mod catalog;
+mod changes;
 mod chromium;
 mod clients;
 mod conflicts;
