@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test test-huge soak fuzz bench bench-quick bench-parse build lint fmt openapi screenshots
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-parse bench-changes build lint fmt openapi screenshots
 
 run:
 	scripts/dev.sh
@@ -29,6 +29,10 @@ bench-quick:
 
 bench-parse:
 	scripts/bench-parse.sh
+
+# Rows/s written with a change feed on and off (docs/offline-sync.md).
+bench-changes:
+	scripts/changes-bench.sh
 
 build:
 	cargo build --release

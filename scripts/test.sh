@@ -31,5 +31,10 @@ pg_psql "$port" -d postgres -c "CREATE DATABASE featurepipe_template"
 pg_psql "$port" -d featurepipe_template -c "CREATE EXTENSION postgis"
 export FEATUREPIPE_TEST_PG="postgres://postgres@127.0.0.1:$port"
 echo "test cluster: $FEATUREPIPE_TEST_PG (data in $cluster_dir)"
+# Scratch files of the tests (their own clusters, Chromium profiles that a
+# browser's helper processes may still write to when a test removes them) go
+# under the cluster's dir, so the EXIT trap removes whatever a test left.
+export TMPDIR="$cluster_dir/tmp"
+mkdir -m 1777 "$TMPDIR"
 # --workspace: the test proxy (crates/latency-proxy) has unit tests of its own.
 cargo test --workspace --all-targets "$@"

@@ -153,6 +153,10 @@ pub struct Config {
     /// connection of its own LISTENs; not behind FEATUREPIPE_POOLER=transaction).
     #[arg(long, env = "FEATUREPIPE_CATALOG_LISTEN", default_value = "on", value_parser = parse_switch)]
     pub catalog_listen: bool,
+    /// How long the change feeds keep their history (`changes = true`); a
+    /// cursor older than that gets 410 Gone. Pruned in the background.
+    #[arg(long, env = "FEATUREPIPE_CHANGES_RETENTION", default_value = "30d", value_parser = humantime::parse_duration)]
+    pub changes_retention: Duration,
     /// TOML file of per-collection settings (title, last-modified column,
     /// preconditions, extra CRSs, read-only); optional.
     #[arg(long = "config", env = "FEATUREPIPE_CONFIG")]
@@ -314,6 +318,7 @@ mod tests {
         assert!(c.auth && c.pipeline);
         assert_eq!(c.catalog_poll, Duration::from_secs(2));
         assert!(c.catalog_listen);
+        assert_eq!(c.changes_retention, Duration::from_secs(30 * 86_400));
     }
 
     #[test]

@@ -33,6 +33,15 @@ pub enum ErrorKind {
     UnknownCollection,
     /// Another request holding the same Idempotency-Key is running.
     IdempotencyKeyInUse,
+    /// The collection publishes no change feed.
+    NoChangeFeed,
+    /// A change feed cursor that is not one, or is another collection's.
+    InvalidCursor,
+    /// A change feed cursor older than the feed's history (or its epoch):
+    /// the client downloads the collection again.
+    CursorExpired,
+    /// The collection's change feed could not be installed (the log says why).
+    FeedNotInstalled,
     /// The database refused the work, for the reason given.
     Refused(Refusal),
     /// The database cannot take the request now (busy, unreachable).
@@ -174,6 +183,16 @@ impl FieldError {
     }
 }
 
+/// The feature as it is now, told with a write whose precondition failed
+/// (If-Match), so that the client can merge without asking again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Current {
+    /// The Feature, as JSON text.
+    pub feature: String,
+    /// Its entity tag.
+    pub etag: String,
+}
+
 /// A domain error (boxed: errors travel far, and often).
 #[derive(Debug, Clone)]
 pub struct Error(Box<Inner>);
@@ -187,6 +206,7 @@ struct Inner {
     batches: Option<serde_json::Value>,
     report: Option<serde_json::Value>,
     conflict: Option<Conflict>,
+    current: Option<Current>,
 }
 
 impl Error {
@@ -200,6 +220,7 @@ impl Error {
             batches: None,
             report: None,
             conflict: None,
+            current: None,
         }))
     }
 
@@ -358,6 +379,17 @@ impl Error {
     /// The report of a failed edit session.
     pub fn report(&self) -> Option<&serde_json::Value> {
         self.0.report.as_ref()
+    }
+
+    /// Attach the feature as it is now (a failed precondition).
+    pub fn with_current(mut self, current: Current) -> Self {
+        self.0.current = Some(current);
+        self
+    }
+
+    /// The feature as it is now, for a failed precondition.
+    pub fn current(&self) -> Option<&Current> {
+        self.0.current.as_ref()
     }
 
     /// Mark the error as a transaction the database rolled back because of `conflict`.

@@ -5,8 +5,8 @@
 //! - adapters: [`http`] (the web API: handlers, `AppState`, problem+json),
 //!   [`config`] (the CLI's settings), [`push`] (the bulk-load client, which
 //!   uses no server module);
-//! - domain: [`session`], [`write`], [`read`], [`feature`], [`auth`], with
-//!   their typed [`error`]s;
+//! - domain: [`session`], [`write`], [`read`], [`changes`], [`feature`],
+//!   [`auth`], with their typed [`error`]s;
 //! - model: [`catalog`], what a table is;
 //! - database access: [`db`];
 //! - below it, shared by `db` and `push`: `trust`, the CAs a TLS client
@@ -17,6 +17,7 @@ mod json;
 
 pub mod auth;
 pub mod catalog;
+pub mod changes;
 pub mod config;
 pub mod db;
 pub mod error;

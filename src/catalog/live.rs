@@ -19,7 +19,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::settings::Settings;
 use super::Catalog;
-use crate::db::listen::Listening;
+use crate::db::listen::{self, Heard, Listening};
 use crate::db::{Database, DbError, StartupError};
 
 /// The channel whose notifications reload the catalog at once.
@@ -96,7 +96,7 @@ impl LiveCatalog {
             reload_now: Notify::new(),
         });
         let listening = match follow.listen {
-            true => listen(&follow.db).await,
+            true => follow.db.listen_or_warn(RELOAD_CHANNEL).await,
             false => None,
         };
         let follower = Follower {
@@ -151,9 +151,21 @@ async fn read(
         .start()
         .await
         .map_err(failed)?;
-    let fingerprint = fingerprint(&*tx, schemas).await.map_err(failed)?;
-    let catalog = Catalog::load(&*tx, schemas, settings).await;
-    if catalog.is_ok() {
+    let mut fingerprint = fingerprint(&*tx, schemas).await.map_err(failed)?;
+    let mut catalog = Catalog::load(&*tx, schemas, settings).await;
+    if let Ok(loaded) = &mut catalog {
+        let installing = loaded.install_feeds(&*tx).await?;
+        // The triggers of change feeds change the fingerprint: read again,
+        // the same snapshot with this transaction's own DDL, so that they
+        // do not look like a change of the tables.
+        if installing.made {
+            fingerprint = self::fingerprint(&*tx, schemas).await.map_err(failed)?;
+        }
+        // A feed whose table was busy: the next poll sees another
+        // fingerprint, and reads (and installs) again.
+        if installing.again {
+            fingerprint.push_str(" and a change feed to install");
+        }
         tx.commit().await.map_err(failed)?;
     }
     Ok(Reading {
@@ -176,20 +188,6 @@ async fn fingerprint(
         .await?;
     Ok(row.get(0))
 }
-
-/// `LISTEN` on a connection of its own, or `None` (logged) when it cannot.
-async fn listen(db: &Database) -> Option<Listening> {
-    match db.listen(RELOAD_CHANNEL).await {
-        Ok(listening) => Some(listening),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot LISTEN {RELOAD_CHANNEL}; trying again");
-            None
-        }
-    }
-}
-
-/// How long a lost `LISTEN` connection waits before it is made again.
-const RELISTEN_WAIT: Duration = Duration::from_secs(5);
 
 /// The task that keeps the catalog current.
 struct Follower {
@@ -319,20 +317,13 @@ async fn tick(ticks: &mut Option<Interval>) {
 }
 
 /// Turn each notification on [`RELOAD_CHANNEL`] into a reload; when the
-/// connection is lost, make it again and reload once it is back, for the
-/// notifications missed meanwhile.
-async fn relay(db: Database, shared: Arc<Shared>, mut listening: Option<Listening>) {
-    loop {
-        if let Some(mut connection) = listening.take() {
-            while connection.next().await.is_some() {
-                shared.reload_now.notify_one();
-            }
-            tracing::warn!("the LISTEN {RELOAD_CHANNEL} connection was lost; making it again");
+/// connection is made again after a loss, reload too, for the notifications
+/// missed meanwhile.
+async fn relay(db: Database, shared: Arc<Shared>, listening: Option<Listening>) {
+    listen::relay(db, RELOAD_CHANNEL, listening, |heard| {
+        if heard != Heard::Lost {
+            shared.reload_now.notify_one();
         }
-        while listening.is_none() {
-            tokio::time::sleep(RELISTEN_WAIT).await;
-            listening = listen(&db).await;
-        }
-        shared.reload_now.notify_one();
-    }
+    })
+    .await
 }

@@ -2,9 +2,11 @@
 //! each column is typed, defaulted and written.
 
 pub mod checks;
+pub mod feed;
 pub mod live;
 pub mod schema;
 pub mod settings;
+pub mod temporal;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +16,9 @@ use tokio_postgres::GenericClient;
 use crate::db::{quote_ident, StartupError};
 use crate::geometry::{crs, Crs, GeometryColumn, WGS84_SRID};
 use checks::{Checks, Kind};
+pub use feed::ChangeFeed;
 use settings::{LastModified, Settings};
+use temporal::Temporal;
 
 /// A scalar PostgreSQL type that properties can be coerced into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +211,12 @@ pub struct Collection {
     pub client_keys_setting: Option<bool>,
     /// Columns the settings file makes read-only (`read_only_properties`).
     pub read_only_properties: Vec<usize>,
+    /// Where JSON-FG's `time` is stored (settings file `time`), if anywhere.
+    pub time: Option<Temporal>,
+    /// JSON-FG's `featureType` of its features (settings file), if not its id.
+    pub feature_type: Option<String>,
+    /// Its change feed (`changes = true` in the settings file), and whether it is installed.
+    pub changes: ChangeFeed,
 }
 
 /// Why clients cannot write a column.
@@ -261,6 +271,9 @@ impl Collection {
             read_only: false,
             client_keys_setting: None,
             read_only_properties: Vec::new(),
+            time: None,
+            feature_type: None,
+            changes: ChangeFeed::Off,
         }
     }
 
@@ -542,11 +555,27 @@ fn apply_settings(
                     })?,
             ),
         };
+        if s.changes {
+            if coll.primary_key.is_none() {
+                return Err(format!(
+                    "'{id}': changes = true needs a single-column primary key, which names the changed features"
+                ));
+            }
+            coll.changes = ChangeFeed::NotInstalled("not installed yet".into());
+        }
         coll.read_only_properties = s
             .read_only_properties
             .iter()
             .map(|name| settable_read_only(coll, name))
             .collect::<Result<_, _>>()?;
+        coll.time = match &s.time {
+            Some(columns) => Some(temporal::resolve(coll, columns)?),
+            None => None,
+        };
+        if s.feature_type.as_deref() == Some("") {
+            return Err(format!("'{id}': feature_type is empty"));
+        }
+        coll.feature_type = s.feature_type.clone();
         let codes = s
             .crs
             .iter()
@@ -751,6 +780,9 @@ fn build_collection(
         read_only: false,
         client_keys_setting: None,
         read_only_properties: Vec::new(),
+        time: None,
+        feature_type: None,
+        changes: ChangeFeed::Off,
         id,
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),

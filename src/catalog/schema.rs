@@ -122,6 +122,9 @@ pub fn feature_schema(coll: &Collection, id: &str) -> Value {
         if Some(ci) == coll.primary_key {
             s["x-ogc-role"] = json!("id");
         }
+        if let Some(role) = coll.time.and_then(|t| t.role(ci)) {
+            s["x-ogc-role"] = json!(role);
+        }
         if !coll.is_writable() || coll.read_only(ci).is_some() {
             s["readOnly"] = json!(true);
         }

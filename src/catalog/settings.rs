@@ -11,6 +11,9 @@
 //! read_only = true
 //! client_keys = true              # PUT on a missing id creates it (default: inferred)
 //! read_only_properties = ["checked_by"] # published readOnly; clients may not write them
+//! time = "observed"               # JSON-FG `time`: a date/timestamp column, or ["start", "end"]
+//! feature_type = "Place"          # JSON-FG `featureType` (default: the collection id)
+//! changes = true                  # GET /collections/places/changes (docs/offline-sync.md)
 //!
 //! [auth]
 //! anonymous = "read:*"            # what callers without credentials may do
@@ -101,6 +104,27 @@ pub struct CollectionSettings {
     /// feature (ignored under `Prefer: handling=lenient`), kept by PUT and PATCH.
     #[serde(default)]
     pub read_only_properties: Vec<String>,
+    /// The column(s) JSON-FG's `time` is stored in (default: none).
+    pub time: Option<TimeColumns>,
+    /// The type JSON-FG's `featureType` names (default: the collection id).
+    pub feature_type: Option<String>,
+    /// Publish a feed of the table's changes (`GET …/changes`): the service
+    /// installs a trigger that logs every change, whoever makes it.
+    #[serde(default)]
+    pub changes: bool,
+}
+
+/// `time = "column"` (an instant) or `time = ["start", "end"]` (an interval).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "time is a column name, or the [start, end] column names of an interval"
+)]
+pub enum TimeColumns {
+    /// An instant: one date or timestamp column.
+    Instant(String),
+    /// An interval: its start and end columns.
+    Interval([String; 2]),
 }
 
 /// `last_modified = "column"` or `last_modified = false`.
@@ -136,6 +160,7 @@ mod tests {
         let s = Settings::parse(
             "[collections.a]\ntitle = \"A\"\nlast_modified = false\n\
              read_only_properties = [\"x\", \"y\"]\n\
+             time = [\"from\", \"to\"]\nfeature_type = \"Site\"\nchanges = true\n\
              [collections.\"s.b\"]\nlast_modified = \"changed\"\nprecondition_required = true\n",
         )
         .unwrap();
@@ -145,6 +170,18 @@ mod tests {
             Some(LastModified::Convention(false))
         );
         assert_eq!(s.collections["a"].read_only_properties, ["x", "y"]);
+        assert_eq!(
+            s.collections["a"].time,
+            Some(TimeColumns::Interval(["from".into(), "to".into()]))
+        );
+        assert_eq!(s.collections["a"].feature_type.as_deref(), Some("Site"));
+        let instant = Settings::parse("[collections.a]\ntime = \"seen\"").unwrap();
+        assert_eq!(
+            instant.collections["a"].time,
+            Some(TimeColumns::Instant("seen".into()))
+        );
+        assert!(Settings::parse("[collections.a]\ntime = [\"a\", \"b\", \"c\"]").is_err());
+        assert!(s.collections["a"].changes && !s.collections["s.b"].changes);
         assert!(s.collections["s.b"].precondition_required);
         assert!(Settings::parse("[collections.a]\ntitel = \"typo\"").is_err());
     }

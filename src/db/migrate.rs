@@ -37,6 +37,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "idempotency_privileges",
         include_str!("../../migrations/0006_idempotency_privileges.sql"),
     ),
+    (
+        7,
+        "changes",
+        include_str!("../../migrations/0007_changes.sql"),
+    ),
 ];
 
 /// The idempotency functions the service runs as its own role.

@@ -167,9 +167,21 @@ impl Kind {
 }
 
 /// The members of a Feature that are read, in the order of
-/// [`FeatureIn::member`], then a FeatureCollection's `features`.
-const BODY_MEMBERS: [&str; 5] = ["type", "geometry", "properties", "id", "features"];
-const FEATURES: usize = 4;
+/// [`FeatureIn::member`] (GeoJSON's, then JSON-FG's), then a
+/// FeatureCollection's `features`.
+const BODY_MEMBERS: [&str; 10] = [
+    "type",
+    "geometry",
+    "properties",
+    "id",
+    "place",
+    "time",
+    "featureType",
+    "coordRefSys",
+    "measures",
+    "features",
+];
+const FEATURES: usize = 9;
 
 /// The members of one Feature; each is present (`Some`, possibly JSON null) or absent.
 #[derive(Default)]
@@ -184,6 +196,23 @@ pub struct FeatureIn<'a> {
     pub properties: Option<Properties<'a>>,
     /// `id`, as JSON text (a string or number when valid).
     pub id: Option<&'a str>,
+    /// JSON-FG's members, read only to be checked when the body is JSON-FG.
+    pub fg: FgMembers<'a>,
+}
+
+/// The members JSON-FG adds to a Feature (and a FeatureCollection's root).
+#[derive(Default)]
+pub struct FgMembers<'a> {
+    /// `place`: the geometry in `coordRefSys`.
+    pub place: Option<GeometryIn<'a>>,
+    /// `time`, as JSON text.
+    pub time: Option<&'a str>,
+    /// `featureType`, as JSON text.
+    pub feature_type: Option<&'a str>,
+    /// `coordRefSys`, as JSON text.
+    pub coord_ref_sys: Option<&'a str>,
+    /// `measures`, as JSON text.
+    pub measures: Option<&'a str>,
 }
 
 impl<'a> FeatureIn<'a> {
@@ -217,6 +246,11 @@ impl<'a> FeatureIn<'a> {
             1 => self.geometry = Some(GeometryIn::read(r, max_positions)?),
             2 => self.properties = Some(Properties::read(r, spare)?),
             3 => self.id = Some(r.raw()?),
+            4 => self.fg.place = Some(GeometryIn::read(r, max_positions)?),
+            5 => self.fg.time = Some(r.raw()?),
+            6 => self.fg.feature_type = Some(r.raw()?),
+            7 => self.fg.coord_ref_sys = Some(r.raw()?),
+            8 => self.fg.measures = Some(r.raw()?),
             _ => r.skip()?,
         }
         Ok(())

@@ -7,6 +7,7 @@ mod allowed;
 mod cells;
 pub mod coerce;
 mod input;
+pub mod jsonfg;
 pub mod stream;
 pub mod value;
 
@@ -15,7 +16,7 @@ use std::borrow::Cow;
 use crate::catalog::{Collection, ColumnType, ReadOnly};
 use crate::error::{Error, ErrorKind, FieldError, MAX_LISTED_ERRORS};
 pub use crate::geometry::MALFORMED;
-use crate::geometry::{encode_geometry, Crs, GeometryIn};
+use crate::geometry::{encode_geometry, Crs, GeometryIn, WGS84_SRID};
 use crate::json::Reader;
 use cells::Cells;
 use input::{read_body, read_feature, FeatureIn, FeatureList, Kind, Properties};
@@ -47,19 +48,36 @@ pub struct ParsedBody {
     /// The distinct column sets the rows write (indices into the collection's
     /// columns, ascending); usually just one.
     pub shapes: Vec<Vec<usize>>,
-    /// The SRID the geometries are encoded in (the request's CRS).
+    /// The SRID the geometries are encoded in (the request's CRS), or
+    /// [`MIXED_SRID`].
     pub srid: i32,
+    /// The CRS of its geometries: the request's, or for JSON-FG, `place`'s
+    /// or (`geometry`) WGS 84; a single Feature is answered in it.
+    pub crs: Crs,
+    /// The body was JSON-FG: a single Feature is answered so, unless
+    /// `Accept` asks for GeoJSON.
+    pub jsonfg: bool,
     /// With [`Reading::keep_valid`]: each invalid feature's index and first problem.
     pub rejected: Vec<(usize, FieldError)>,
     /// With [`Reading::keep_valid`]: the feature index of each row.
     pub row_features: Vec<usize>,
 }
 
+/// The SRID of a body whose geometries are in more than one CRS (JSON-FG
+/// `place` in one, `geometry` in WGS 84): each EWKB carries its own SRID,
+/// and the write transforms every one into the column's.
+pub const MIXED_SRID: i32 = 0;
+
 /// How a request's features are read.
 #[derive(Debug, Clone)]
 pub struct Reading {
     /// The CRS of the geometries (`Content-Crs`).
     pub crs: Crs,
+    /// `crs` was given (`Content-Crs`), not taken by default.
+    pub crs_given: bool,
+    /// The media type says JSON-FG (a body whose `conformsTo` names
+    /// JSON-FG is read as JSON-FG without it).
+    pub jsonfg: bool,
     /// What is done with properties the published schema does not take.
     pub handling: Handling,
     /// A FeatureCollection's invalid features are set aside (with their first
@@ -113,6 +131,8 @@ impl Default for Reading {
     fn default() -> Self {
         Reading {
             crs: Crs::crs84(),
+            crs_given: false,
+            jsonfg: false,
             handling: Handling::Unspecified,
             keep_valid: false,
             limits: InputLimits::default(),
@@ -123,7 +143,8 @@ impl Default for Reading {
 /// Parse a Feature or FeatureCollection and validate every feature against `coll`.
 pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<ParsedBody, Error> {
     let body = utf8(body)?;
-    let mut v = Validator::new(coll, how);
+    let fg = fg_context(body, coll, how)?;
+    let mut v = Validator::new(coll, how, fg.as_ref());
     // Room for as many rows as the body has features: growing by doubling
     // would briefly hold the rows twice, at the peak of a large request.
     let expected = memchr::memmem::find_iter(body.as_bytes(), b"\"Feature\"").count();
@@ -151,7 +172,7 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
     let kind = top.members.kind;
     let single = if kind == Some(Kind::Feature) {
         // Anything read as `features` of a Feature is not a feature.
-        v = Validator::new(coll, how);
+        v = Validator::new(coll, how, fg.as_ref());
         rows = v.feature(0, None, &top.members).into_iter().collect();
         true
     } else if kind == Some(Kind::FeatureCollection) {
@@ -169,8 +190,10 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
         return Ok(ParsedBody {
             single,
             rows,
+            srid: v.srid(),
+            crs: v.crs().clone(),
+            jsonfg: v.fg.is_some(),
             shapes: v.shapes,
-            srid: how.crs.srid,
             rejected: v.rejected,
             row_features,
         });
@@ -200,6 +223,11 @@ pub struct ItemBody {
     pub id: Option<String>,
     /// The key column given as a property, as text, to compare with the URL's.
     pub key_property: Option<String>,
+    /// The CRS its geometry is in: the request's, or for JSON-FG, `place`'s
+    /// or (`geometry`) WGS 84.
+    pub crs: Crs,
+    /// The body was JSON-FG.
+    pub jsonfg: bool,
 }
 
 impl ItemBody {
@@ -230,6 +258,7 @@ pub fn parse_item(
     let body = utf8(body)?;
     let feature =
         read_feature(body, how.limits.positions).map_err(|e| invalid_json(&e.describe(body)))?;
+    let fg = fg_context(body, coll, how)?;
     if !feature.is_object {
         return Err(malformed("the body must be a GeoJSON Feature object", ""));
     }
@@ -246,10 +275,12 @@ pub fn parse_item(
             ))
         }
     };
-    let mut v = Validator::new(coll, how);
+    let mut v = Validator::new(coll, how, fg.as_ref());
     v.purpose = purpose;
     match v.feature(0, None, &feature) {
         Some(row) if v.total == 0 => Ok(ItemBody {
+            crs: v.crs().clone(),
+            jsonfg: v.fg.is_some(),
             columns: v.shapes.swap_remove(row.shape),
             values: row.values,
             id,
@@ -257,6 +288,16 @@ pub fn parse_item(
         }),
         _ => Err(v.failure()),
     }
+}
+
+/// How `body` is read as JSON-FG, if it is JSON-FG.
+fn fg_context(
+    body: &str,
+    coll: &Collection,
+    how: &Reading,
+) -> Result<Option<jsonfg::Context>, Error> {
+    let header_crs = how.crs_given.then_some(&how.crs);
+    jsonfg::context(body, coll, how.jsonfg, header_crs)
 }
 
 /// An id as the text of a URL segment: a string's contents, a number's digits.
@@ -339,6 +380,11 @@ struct Validator<'a> {
     required: Vec<usize>,
     /// Problems by code, for the metrics.
     codes: CodeTally,
+    /// How a JSON-FG body is read; `None` for GeoJSON.
+    fg: Option<&'a jsonfg::Context>,
+    /// JSON-FG: some feature's geometry came from `place`, some from `geometry`.
+    from_place: bool,
+    from_geometry: bool,
 }
 
 /// Problems by code, added to the metrics once per body (when dropped):
@@ -372,7 +418,7 @@ fn at(index: Option<usize>, suffix: &str) -> String {
 }
 
 impl<'a> Validator<'a> {
-    fn new(coll: &'a Collection, how: &'a Reading) -> Self {
+    fn new(coll: &'a Collection, how: &'a Reading, fg: Option<&'a jsonfg::Context>) -> Self {
         Validator {
             coll,
             how,
@@ -391,6 +437,27 @@ impl<'a> Validator<'a> {
                 .filter(|&ci| coll.required(ci))
                 .collect(),
             codes: CodeTally::default(),
+            fg,
+            from_place: false,
+            from_geometry: false,
+        }
+    }
+
+    /// The SRID the geometries read so far are in ([`MIXED_SRID`] when
+    /// JSON-FG features gave some as `place` and some as `geometry`).
+    fn srid(&self) -> i32 {
+        match (self.fg, self.from_place, self.from_geometry) {
+            (Some(fg), true, true) if fg.crs.srid != WGS84_SRID => MIXED_SRID,
+            _ => self.crs().srid,
+        }
+    }
+
+    /// The CRS of the geometries read so far (one feature's, for PUT and PATCH).
+    fn crs(&self) -> &'a Crs {
+        match self.fg {
+            None => &self.how.crs,
+            Some(fg) if self.from_geometry && !self.from_place => &fg.wgs84,
+            Some(fg) => &fg.crs,
         }
     }
 
@@ -455,7 +522,11 @@ impl<'a> Validator<'a> {
         };
         let errors_before = self.total;
         let mut check_required = !patch;
-        self.geometry(i, index, f.geometry.as_ref());
+        let how = self.how;
+        match self.fg {
+            None => self.geometry(i, index, f.geometry.as_ref(), "/geometry", &how.crs),
+            Some(fg) => self.jsonfg(i, index, f, fg),
+        }
         match &f.properties {
             Some(Properties::Members(members)) => self.properties(i, index, members),
             Some(Properties::Null) => {}
@@ -485,7 +556,68 @@ impl<'a> Validator<'a> {
         Some(self.cells.take_row(&mut self.shapes))
     }
 
-    fn geometry(&mut self, i: usize, index: Option<usize>, geometry: Option<&GeometryIn<'_>>) {
+    /// A JSON-FG feature's members: the geometry from `place` when it has
+    /// one (in the body's CRS), else from `geometry` (WGS 84).
+    fn jsonfg(
+        &mut self,
+        i: usize,
+        index: Option<usize>,
+        f: &FeatureIn<'_>,
+        fg: &'a jsonfg::Context,
+    ) {
+        let root = index.is_none();
+        for p in jsonfg::feature_problems(&f.fg, fg, self.coll, root) {
+            self.error(i, at(index, &p.pointer), p.code, p.message);
+        }
+        self.time(i, index, f.fg.time);
+        match &f.fg.place {
+            Some(place) if !place.is_null => match jsonfg::unsupported_place(place) {
+                Some(p) => self.error(i, at(index, &p.pointer), p.code, p.message),
+                None => {
+                    self.from_place = true;
+                    self.geometry(i, index, Some(place), "/place", &fg.crs);
+                }
+            },
+            // A merge patch that only drops `place` leaves the geometry,
+            // which `geometry` then stands for.
+            Some(_) if f.geometry.is_none() && self.purpose == Purpose::Patch => {}
+            _ => {
+                self.from_geometry |= f.geometry.as_ref().is_some_and(|g| !g.is_null);
+                self.geometry(i, index, f.geometry.as_ref(), "/geometry", &fg.wgs84);
+            }
+        }
+    }
+
+    /// A JSON-FG feature's `time`, into the collection's temporal columns.
+    fn time(&mut self, i: usize, index: Option<usize>, raw: Option<&str>) {
+        let (cells, problems) = jsonfg::time_cells(raw, self.coll, self.how.handling);
+        for p in problems {
+            self.error(i, at(index, &p.pointer), p.code, p.message);
+        }
+        for c in cells {
+            let pointer = at(index, &c.pointer);
+            if !self.takes(i, &pointer, c.column, false) {
+                continue;
+            }
+            match self.cell(c.column, &c.json) {
+                Ok(v) => self.cells.set(c.column, v),
+                Err((code, message, _)) => {
+                    self.error(i, pointer, code, message);
+                    self.cells.set(c.column, SqlValue::Null); // given, though invalid: not also "required"
+                }
+            }
+        }
+    }
+
+    /// The geometry given as `member`, in `crs`.
+    fn geometry(
+        &mut self,
+        i: usize,
+        index: Option<usize>,
+        geometry: Option<&GeometryIn<'_>>,
+        member: &str,
+        crs: &Crs,
+    ) {
         let gi = self.coll.geometry;
         match geometry {
             None if self.purpose == Purpose::Patch => {}
@@ -499,19 +631,19 @@ impl<'a> Validator<'a> {
                 if self.coll.columns[gi].not_null && !self.coll.before_insert_trigger {
                     self.error(
                         i,
-                        at(index, "/geometry"),
+                        at(index, member),
                         "not_nullable",
                         "the geometry column is NOT NULL",
                     );
                 }
                 self.cells.set(gi, SqlValue::Null);
             }
-            Some(g) => match encode_geometry(g, self.coll.geometry_column(), &self.how.crs) {
+            Some(g) => match encode_geometry(g, self.coll.geometry_column(), crs) {
                 Ok(wkb) => self.cells.set(gi, SqlValue::Ewkb(wkb)),
                 Err(e) => {
                     self.error(
                         i,
-                        at(index, &format!("/geometry{}", e.path)),
+                        at(index, &format!("{member}{}", e.path)),
                         e.code,
                         e.message,
                     );
@@ -563,28 +695,25 @@ impl<'a> Validator<'a> {
                 );
                 continue;
             }
+            let temporal = self.coll.time.is_some_and(|t| t.columns().any(|c| c == ci));
+            if temporal && self.cells.has(ci) {
+                // JSON-FG's `time` wrote it already.
+                self.error(
+                    i,
+                    pointer(name, None),
+                    "time_conflict",
+                    format!("'{name}' is given by \"time\" too: give it once, in \"time\""),
+                );
+                continue;
+            }
             // A feature read, changed and written back carries what it was
             // read with: the key (checked against the URL) and the columns a
             // client cannot set, which are left as they are.
-            let written_back = self.purpose != Purpose::Create;
-            if written_back && Some(ci) == self.coll.primary_key {
+            if self.purpose != Purpose::Create && Some(ci) == self.coll.primary_key {
                 self.key_property = Some(id_text(raw));
                 continue;
             }
-            let kept = written_back && self.coll.kept_on_change(ci);
-            if let Some((code, message)) = self.unwritable(ci) {
-                let ignored = match self.how.handling {
-                    Handling::Lenient => true,
-                    Handling::Strict => false,
-                    Handling::Unspecified => kept,
-                };
-                if !ignored {
-                    self.error(i, pointer(name, None), code, message);
-                    self.cells.set_property(ci, SqlValue::Null);
-                }
-                continue;
-            }
-            if kept {
+            if !self.takes(i, &pointer(name, None), ci, true) {
                 continue;
             }
             match self.cell(ci, raw) {
@@ -595,6 +724,32 @@ impl<'a> Validator<'a> {
                 }
             }
         }
+    }
+
+    /// Whether what the body gives at `pointer` (a property when
+    /// `from_property`) is written to column `ci`. Not when clients cannot
+    /// write it: a problem, unless `Prefer: handling` (or, for a feature
+    /// written back by PUT or PATCH, the column being kept as it is) has it
+    /// ignored; nor when a change keeps the column as it is.
+    fn takes(&mut self, i: usize, pointer: &str, ci: usize, from_property: bool) -> bool {
+        let kept = self.purpose != Purpose::Create && self.coll.kept_on_change(ci);
+        let Some((code, message)) = self.unwritable(ci) else {
+            return !kept;
+        };
+        let ignored = match self.how.handling {
+            Handling::Lenient => true,
+            Handling::Strict => false,
+            Handling::Unspecified => kept,
+        };
+        if !ignored {
+            self.error(i, pointer.to_owned(), code, message);
+            // Given, though refused: not also "required".
+            match from_property {
+                true => self.cells.set_property(ci, SqlValue::Null),
+                false => self.cells.set(ci, SqlValue::Null),
+            }
+        }
+        false
     }
 
     /// The column named `name`, the `k`th property. The features of a body

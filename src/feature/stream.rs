@@ -2,10 +2,11 @@
 //! is validated as soon as its bytes are in and handed on as a row, so that
 //! a large body is never held whole.
 //!
-//! A body is streamed when it is a FeatureCollection that says so (`type`)
-//! before its `features`, as GeoJSON writers put it. Any other body is held
-//! whole and read by [`parse_body`], so that its answer is the one it always
-//! had. A feature that a chunk cuts short is read again once more bytes have
+//! A body is streamed when it is a GeoJSON FeatureCollection that says so
+//! (`type`) before its `features`, as GeoJSON writers put it. Any other body
+//! (JSON-FG among them: asked for by its media type, or with a `conformsTo`
+//! before its features) is held whole and read by [`parse_body`], so that
+//! its answer is the one it always had. A feature that a chunk cuts short is read again once more bytes have
 //! arrived; each retry waits for at least twice the bytes, so that the cost
 //! stays linear.
 
@@ -44,10 +45,18 @@ pub fn parse_stream(
     on_row: &mut dyn FnMut(FeatureRow, &[Vec<usize>]),
 ) -> Streamed {
     let mut w = Window::new(chunks);
-    let streamed = match w.prefix(how.limits.positions) {
+    // JSON-FG (asked for, or a `conformsTo` before the features) is read
+    // whole: what its root says decides how every feature is read.
+    let prefix = match how.jsonfg {
+        true => None,
+        false => w
+            .prefix(how.limits.positions)
+            .filter(|_| !w.text.contains("\"conformsTo\"")),
+    };
+    let streamed = match prefix {
         Some(at) => {
             let mut body = Body {
-                v: Validator::new(coll, how),
+                v: Validator::new(coll, how, None),
                 how,
                 place: Place::Elements { first: true },
                 index: 0,
@@ -533,6 +542,12 @@ mod tests {
         same_every_way(&type_last, false, &how);
         same_every_way(&point(7), false, &how);
         same_every_way("[1,2]", false, &how);
+        // JSON-FG: its root decides how features are read.
+        let fg = format!(
+            "{{\"type\":\"FeatureCollection\",\"conformsTo\":[\"http://www.opengis.net/spec/json-fg-1/0.2/conf/core\"],\"features\":[{}]}}",
+            points.join(",")
+        );
+        same_every_way(&fg, false, &how);
         same_every_way(
             "{\"type\":\"FeatureCollection\",\"features\":{}}",
             false,

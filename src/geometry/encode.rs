@@ -99,6 +99,15 @@ impl Budget {
 }
 
 impl<'a> GeometryIn<'a> {
+    /// The `type` it names when that is no GeoJSON geometry type (a JSON-FG
+    /// Polyhedron, Prism or curve, or a mistake).
+    pub fn other_type(&self) -> Option<&str> {
+        match &self.kind {
+            Some(Err(name)) => Some(name),
+            _ => None,
+        }
+    }
+
     /// Read the next value as a geometry of at most `max_positions`
     /// positions; what is not one is kept to be reported.
     pub fn read(r: &mut Reader<'a>, max_positions: usize) -> Read<Self> {

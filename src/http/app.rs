@@ -14,6 +14,7 @@ use crate::auth::{Auth, Caller, JwtKeys};
 use crate::catalog::live::{Follow, LiveCatalog, Observer, Reload};
 use crate::catalog::settings::Settings;
 use crate::catalog::{Catalog, Collection};
+use crate::changes::Feeds;
 use crate::config::Config;
 use crate::db::{migrate, Database, Pooler, StartupError};
 use crate::error::Error;
@@ -57,6 +58,8 @@ pub struct AppState {
     pub basemap_url: Option<String>,
     /// Cross-origin requests from these web origins (none: no CORS).
     pub cors: Option<Arc<Cors>>,
+    /// The wake-ups and pruning of the change feeds.
+    pub changes: Arc<Feeds>,
 }
 
 impl AppState {
@@ -96,6 +99,7 @@ impl AppState {
             db
         };
         let extents = Arc::<ExtentCache>::default();
+        let feeds = settings.collections.values().any(|c| c.changes);
         let follow = Follow {
             // The catalog is what the service's own role may see.
             db: db.as_role(None),
@@ -108,6 +112,10 @@ impl AppState {
         };
         let live_catalog =
             LiveCatalog::start(&mut client, follow, observer(extents.clone())).await?;
+        // Transaction-mode poolers: no LISTEN, so long polls look again now and then.
+        let listen = config.db.pooler != Pooler::Transaction;
+        let service = db.as_role(None);
+        let changes = Feeds::start(&service, feeds, listen, config.changes_retention).await;
         tracing::info!(
             collections = live_catalog.current().collections().count(),
             schemas = ?config.schemas,
@@ -130,6 +138,7 @@ impl AppState {
             extents,
             basemap_url: config.basemap_url.clone(),
             cors: Cors::new(&config.cors_origins),
+            changes: Arc::new(changes),
         })
     }
 

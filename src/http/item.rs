@@ -12,6 +12,7 @@ use super::body::{answer_keyed, check_content_type, idempotency, read_body, KeyU
 use super::html::format::{vary_on_accept, with_format, FORMAT_PARAM};
 use super::html::pages::{self, FeaturesView, Site};
 use super::html::Format;
+use super::jsonfg;
 use super::links::BaseUrl;
 use super::model::Feature;
 use super::problem::{ApiError, Problem, Wrong};
@@ -25,10 +26,9 @@ use super::representation::{
 use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::feature::{parse_item, ItemBody, Purpose, Reading};
-use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{offered_crs, percent_encode, unknown_parameter};
-use crate::read::{self, StoredFeature};
+use crate::read::{self, Encoding, Rendering, StoredFeature};
 use crate::session::Mode;
 use crate::write::idempotency::Idempotency;
 use crate::write::item::{self, Changed, Outcome};
@@ -42,7 +42,7 @@ use crate::write::sql::ItemChange;
     summary = "One feature",
     operation_id = "getFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM), ("If-None-Match" = Option<String>, Header, description = "304 when the ETag matches (JSON)")),
-    responses((status = 200, description = "The feature with self, alternate and collection links; or its page with a map", content((Feature = "application/geo+json"), (String = "text/html")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 304, description = "Not modified (If-None-Match)"), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "The feature with self, alternate and collection links; as JSON-FG (f=jsonfg or Accept: application/fg+json) with conformsTo, coordRefSys, featureType, place in crs (the storage CRS by default), geometry in WGS 84 and time; or its page with a map", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json"), (String = "text/html")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 304, description = "Not modified (If-None-Match)"), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn get(
     State(state): State<AppState>,
@@ -54,15 +54,23 @@ pub async fn get(
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
     let mut pairs = query_pairs(query.as_deref())?;
-    let format = Format::negotiate(&mut pairs, &headers)?;
-    let mut crs = &coll.crs[0];
+    let as_jsonfg = jsonfg::asked(&mut pairs, &headers)?;
+    let (format, encoding, mut crs) = match as_jsonfg {
+        // JSON-FG's `place` is in the storage CRS unless another is asked for.
+        true => (Format::Json, Encoding::JsonFg, coll.storage_crs()),
+        false => {
+            let format = Format::negotiate(&mut pairs, &headers)?;
+            (format, Encoding::GeoJson, &coll.crs[0])
+        }
+    };
     for (name, value) in pairs {
         match name.as_str() {
             "crs" => crs = offered_crs(&coll, &name, &value)?,
             _ => return Err(unknown_parameter(&name, "f and crs").into()),
         }
     }
-    let stored = read::item(&state.for_caller(&caller).db, &coll, &id, crs)
+    let db = &state.for_caller(&caller).db;
+    let stored = read::item_as(db, &coll, &id, crs, encoding)
         .await?
         .ok_or_else(|| unknown_feature(&coll, &id))?;
     if format == Format::Html {
@@ -79,6 +87,10 @@ pub async fn get(
         }
         return Ok(vary_on_accept(response));
     }
+    let rendering = Rendering {
+        encoding,
+        crs: crs.clone(),
+    };
     Ok(vary_on_accept(feature_response(
         StatusCode::OK,
         &stored,
@@ -86,7 +98,7 @@ pub async fn get(
         &base,
         &coll,
         &id,
-        crs,
+        &rendering,
     )))
 }
 
@@ -136,14 +148,15 @@ fn item_body(
     Ok(parsed)
 }
 
-/// The response to a PUT or PATCH that changed the feature.
+/// The response to a PUT or PATCH that changed the feature (shown as
+/// `rendering` has it).
 fn changed(
     outcome: Outcome,
     coll: &Collection,
     id: &str,
     base: &BaseUrl,
     preferences: &Preferences,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Result<Response, ApiError> {
     let (mut response, answers_return) = match outcome {
         Outcome::Missing => return Err(unknown_feature(coll, id)),
@@ -162,7 +175,7 @@ fn changed(
                 base,
                 coll,
                 id,
-                crs,
+                rendering,
             ),
             true,
         ),
@@ -174,6 +187,37 @@ fn changed(
     };
     set_preference_applied(&mut response, preferences, answers_return);
     Ok(response)
+}
+
+/// A 412 told the feature as it is now and its ETag, when the caller may
+/// read it, so that a client can merge without asking again. Read once the
+/// write's transaction (a keyed one) is over: it is at least as new as the
+/// version the precondition failed on. It is rendered as `rendering` says.
+async fn told_current(
+    answer: Result<Response, ApiError>,
+    state: &AppState,
+    caller: &Caller,
+    (coll, id): (&Collection, &str),
+    rendering: &Rendering,
+) -> Result<Response, ApiError> {
+    match answer {
+        Err(e) if e.status() == StatusCode::PRECONDITION_FAILED && caller.can_read(&coll.id) => {
+            let Rendering { encoding, crs } = rendering;
+            match read::item_as(&state.db, coll, id, crs, *encoding).await {
+                Ok(Some(now)) => {
+                    let content_crs = HeaderValue::from_str(&format!("<{}>", crs.uri));
+                    let e = e.with_current(&now.into());
+                    Err(match content_crs {
+                        Ok(v) => e.with_header(header::HeaderName::from_static("content-crs"), v),
+                        Err(_) => e,
+                    })
+                }
+                // Gone meanwhile, or hidden from the caller's role: as it was.
+                _ => Err(e),
+            }
+        }
+        other => other,
+    }
 }
 
 /// The collection `caller` may write (else 401/403/404/405), the state to
@@ -195,8 +239,9 @@ fn for_writing(
 enum Attempt {
     /// The Idempotency-Key's stored response.
     Replayed(Response),
-    /// The validated body, what the change did, and the body's CRS.
-    Made(Box<(ItemBody, Changed, Crs)>),
+    /// The validated body, what the change did, and how the feature is
+    /// shown: in the body's CRS, and encoding.
+    Made(Box<(ItemBody, Changed, Rendering)>),
 }
 
 /// The request's Idempotency-Key for `method` on the feature: a replay, or
@@ -270,7 +315,10 @@ async fn change_as_read(
     key: Option<Idempotency>,
 ) -> Result<Attempt, ApiError> {
     let parsed = item_body(coll, id, body, purpose, &how)?;
-    let crs = how.crs;
+    let rendering = Rendering {
+        encoding: jsonfg::answer_encoding(headers, parsed.jsonfg),
+        crs: parsed.crs.clone(),
+    };
     let change = match purpose {
         Purpose::Patch => ItemChange::Update(&parsed.columns),
         _ => ItemChange::Replace(&parsed.columns),
@@ -284,12 +332,12 @@ async fn change_as_read(
         change,
         values,
         &pre,
-        &crs,
+        &rendering,
         key.as_ref(),
     )
     .await
     .map_err(|e| e.for_reader(caller.can_read(&coll.id)))?;
-    Ok(Attempt::Made(Box::new((parsed, changed, crs))))
+    Ok(Attempt::Made(Box::new((parsed, changed, rendering))))
 }
 
 /// Replace the feature; create it (201) where clients choose keys.
@@ -300,8 +348,8 @@ async fn change_as_read(
     summary = "Replace a feature: left-out properties take their defaults; creates it (201) where clients choose keys",
     operation_id = "replaceFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
-    request_body(description = "The whole feature; an id, if any, must be the URL's", content((Feature = "application/geo+json"), (Feature = "application/json"))),
-    responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 201, description = "Created (collections with supportsNonAutogeneratedResourceIds)", content_type = "application/geo+json", body = Feature), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    request_body(description = "The whole feature; an id, if any, must be the URL's. JSON-FG is read as on POST", content((Feature = "application/geo+json"), (Feature = "application/json"), (serde_json::Value = "application/fg+json"))),
+    responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation), as JSON-FG when Accept prefers it or, preferring neither, the body was JSON-FG", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 201, description = "Created (collections with supportsNonAutogeneratedResourceIds); the feature as on 200", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since); to a caller who may read it, the body tells the feature as it is now (`feature`, in the body's CRS) and its `etag`", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn put(
     State(state): State<AppState>,
@@ -316,7 +364,7 @@ pub async fn put(
     let request = (&headers, &preferences);
     let attempt =
         replace_or_update(&state, &caller, feature, request, body, Purpose::Replace).await?;
-    let (parsed, Changed { outcome, keyed }, crs) = match attempt {
+    let (parsed, Changed { outcome, keyed }, rendering) = match attempt {
         Attempt::Replayed(response) => return Ok(response),
         Attempt::Made(made) => *made,
     };
@@ -328,20 +376,29 @@ pub async fn put(
             Err(precondition_failed(&id))
         } else if matches!(outcome, Outcome::Missing) && creates {
             let (columns, values) = (&parsed.columns, &parsed.values);
-            item::create(&state.db, &coll, &id, columns, values, &crs, keyed.as_ref())
-                .await
-                .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
-                .map(|stored| {
-                    let preference = preferences.return_;
-                    let mut response = created(&stored, preference, &base, &coll, &id, &crs);
-                    set_preference_applied(&mut response, &preferences, true);
-                    response
-                })
+            item::create(
+                &state.db,
+                &coll,
+                &id,
+                columns,
+                values,
+                &rendering,
+                keyed.as_ref(),
+            )
+            .await
+            .map_err(|e| e.for_reader(caller.can_read(&coll.id)).into())
+            .map(|stored| {
+                let preference = preferences.return_;
+                let mut response = created(&stored, preference, &base, &coll, &id, &rendering);
+                set_preference_applied(&mut response, &preferences, true);
+                response
+            })
         } else {
-            changed(outcome, &coll, &id, &base, &preferences, &crs)
+            changed(outcome, &coll, &id, &base, &preferences, &rendering)
         };
     let response = response.map_err(|e| refused_as_read(e, &preferences));
-    answer_keyed(keyed, response).await
+    let answered = answer_keyed(keyed, response).await;
+    told_current(answered, &state, &caller, (&coll, &id), &rendering).await
 }
 
 /// Apply a JSON merge patch: named properties change (null: NULL), a geometry replaces the old.
@@ -352,8 +409,8 @@ pub async fn put(
     summary = "Update a feature with a JSON merge patch (RFC 7396): named properties change, null sets NULL, a geometry replaces the old",
     operation_id = "updateFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
-    request_body(description = "A merge patch of the feature: properties and/or geometry", content((Feature = "application/merge-patch+json"), (Feature = "application/geo+json"), (Feature = "application/json"))),
-    responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation)", content_type = "application/geo+json", body = Feature, headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since)", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    request_body(description = "A merge patch of the feature: properties and/or geometry (JSON-FG: place, or geometry in WGS 84)", content((Feature = "application/merge-patch+json"), (Feature = "application/geo+json"), (Feature = "application/json"), (serde_json::Value = "application/fg+json"))),
+    responses((status = 200, description = "Changed; the feature as stored (Prefer: return=representation), as JSON-FG when Accept prefers it or, preferring neither, the body was JSON-FG", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 204, description = "Changed", headers(("ETag" = String, description = "The new ETag"))), (status = 400, description = "Bad body, id differs from the URL, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A constraint refused the change", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read (If-Match / If-Unmodified-Since); to a caller who may read it, the body tells the feature as it is now (`feature`, in the body's CRS) and its `etag`", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Unsupported Content-Type", body = Problem, content_type = "application/problem+json"), (status = 422, description = "The feature does not fit the table", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn patch(
     State(state): State<AppState>,
@@ -371,10 +428,11 @@ pub async fn patch(
     match attempt {
         Attempt::Replayed(response) => Ok(response),
         Attempt::Made(made) => {
-            let (_, Changed { outcome, keyed }, crs) = *made;
-            let response = changed(outcome, &coll, &id, &base, &preferences, &crs)
+            let (_, Changed { outcome, keyed }, rendering) = *made;
+            let response = changed(outcome, &coll, &id, &base, &preferences, &rendering)
                 .map_err(|e| refused_as_read(e, &preferences));
-            answer_keyed(keyed, response).await
+            let answered = answer_keyed(keyed, response).await;
+            told_current(answered, &state, &caller, (&coll, &id), &rendering).await
         }
     }
 }
@@ -387,7 +445,7 @@ pub async fn patch(
     summary = "Delete a feature",
     operation_id = "deleteFeature",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("If-Match" = Option<String>, Header, description = "ETag the feature must still have (412 otherwise); * for any"), ("If-Unmodified-Since" = Option<String>, Header, description = "HTTP date the last-modified column must not be after (412 otherwise)"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and changes nothing; the same key with another body is a 422")),
-    responses((status = 204, description = "Deleted"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A foreign key refers to the feature", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    responses((status = 204, description = "Deleted"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A foreign key refers to the feature", body = Problem, content_type = "application/problem+json"), (status = 412, description = "The feature changed since it was read; to a caller who may read it, the body tells the feature as it is now (`feature`) and its `etag`", body = Problem, content_type = "application/problem+json"), (status = 428, description = "The collection requires If-Match or If-Unmodified-Since", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn delete(
     State(state): State<AppState>,
@@ -398,18 +456,27 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let (coll, state, preferences) = for_writing(&state, &caller, &collection_id, &headers)?;
     let pre = precondition(&headers, &coll)?;
-    let crs = &coll.crs[0];
+    let rendering = Rendering::geojson(&coll.crs[0]);
     let key = match item_key(&state, &caller, &headers, "DELETE", (&coll, &id), &[]).await? {
         KeyUse::Replay(response) => return Ok(response),
         KeyUse::Write(key) => key,
     };
     let delete = ItemChange::Delete;
-    let Changed { outcome, keyed } =
-        item::change(&state.db, &coll, &id, delete, &[], &pre, crs, key.as_ref())
-            .await
-            .map_err(|e| e.for_reader(caller.can_read(&coll.id)))?;
-    let response = changed(outcome, &coll, &id, &base, &preferences, crs);
-    answer_keyed(keyed, response).await
+    let Changed { outcome, keyed } = item::change(
+        &state.db,
+        &coll,
+        &id,
+        delete,
+        &[],
+        &pre,
+        &rendering,
+        key.as_ref(),
+    )
+    .await
+    .map_err(|e| e.for_reader(caller.can_read(&coll.id)))?;
+    let response = changed(outcome, &coll, &id, &base, &preferences, &rendering);
+    let answered = answer_keyed(keyed, response).await;
+    told_current(answered, &state, &caller, (&coll, &id), &rendering).await
 }
 
 /// `OPTIONS`: the methods this collection allows on a feature and what PATCH takes.

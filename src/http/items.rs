@@ -18,6 +18,7 @@ use super::body::{
 use super::html::format::{vary_on_accept, with_format, FORMAT_PARAM};
 use super::html::pages::{self, FeaturesView, Site};
 use super::html::Format;
+use super::jsonfg;
 use super::links::BaseUrl;
 use super::model::{FeatureCollection, FeatureOrCollection};
 use super::problem::{ApiError, Problem};
@@ -33,10 +34,9 @@ use crate::catalog::Collection;
 use crate::error::Error;
 use crate::feature::stream::Streamed::{Rows, Whole};
 use crate::feature::{parse_body, ParsedBody, Reading};
-use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{percent_encode, ItemsQuery};
-use crate::read::{self, StoredFeature};
+use crate::read::{self, Encoding, Rendering, StoredFeature};
 use crate::session::{self, Mode};
 use crate::write::idempotency::{Answer, Idempotency, Respond, Shown};
 use crate::write::report::WriteReport;
@@ -53,7 +53,7 @@ use tokio::sync::oneshot;
     summary = "A page of features; any other parameter naming a column of a simple type filters by equality",
     operation_id = "getFeatures",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("limit" = Option<i64>, Query, description = "Page size, 1..10000 (larger values are lowered); default 10"), ("offset" = Option<i64>, Query, description = "Features to skip; next/prev links carry it"), ("bbox" = Option<String>, Query, description = "4 or 6 numbers: only features intersecting the box (in bbox-crs, CRS84 by default)"), ("bbox-crs" = Option<String>, Query, description = "CRS of bbox (one of the collection's `crs`)"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM)),
-    responses((status = 200, description = "A FeatureCollection with numberMatched, numberReturned and paging links; or the page with a map and a table of the properties", content((FeatureCollection = "application/geo+json"), (String = "text/html")), headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    responses((status = 200, description = "A FeatureCollection with numberMatched, numberReturned and paging links; as JSON-FG (f=jsonfg or Accept: application/fg+json) with conformsTo, coordRefSys, featureType, and each feature's place in crs (the storage CRS by default), geometry in WGS 84 and time; or the page with a map and a table of the properties", content((FeatureCollection = "application/geo+json"), (serde_json::Value = "application/fg+json"), (String = "text/html")), headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn list(
     State(state): State<AppState>,
@@ -65,23 +65,41 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
     let mut pairs = query_pairs(query.as_deref())?;
-    let format = Format::negotiate(&mut pairs, &headers)?;
-    let query = ItemsQuery::parse(&pairs, &coll)?;
+    let as_jsonfg = jsonfg::asked(&mut pairs, &headers)?;
+    let format = match as_jsonfg {
+        true => Format::Json,
+        false => Format::negotiate(&mut pairs, &headers)?,
+    };
+    let mut query = ItemsQuery::parse(&pairs, &coll)?;
+    if as_jsonfg {
+        query.encoding = Encoding::JsonFg;
+        // JSON-FG's `place` is in the storage CRS unless another is asked for.
+        if !pairs.iter().any(|(name, _)| name == "crs") {
+            query.crs = coll.storage_crs().clone();
+        }
+    }
     let page = read::items(&state.for_caller(&caller).db, &coll, &query).await?;
     let path = format!("/collections/{}/items", percent_encode(&coll.id));
     let at = |offset: i64| format!("{path}?{}", query.at_offset(&coll, offset));
     // Paging links stay in the format answered.
     let paged = |offset: i64| match format {
+        _ if as_jsonfg => jsonfg::path(&at(offset)),
         Format::Json => at(offset),
         Format::Html => with_format(&at(offset), Format::Html),
     };
     let page_type = match format {
+        _ if as_jsonfg => jsonfg::MEDIA_TYPE,
         Format::Json => GEOJSON,
         Format::Html => "text/html",
     };
-    let mut links = base
-        .self_and_alternate(&at(query.offset), GEOJSON, format, "This page")
-        .to_vec();
+    let mut links = match as_jsonfg {
+        true => jsonfg::links(&base, &at(query.offset), "This page").to_vec(),
+        false => [
+            &base.self_and_alternate(&at(query.offset), GEOJSON, format, "This page")[..],
+            &[jsonfg::alternate(&base, &at(query.offset))],
+        ]
+        .concat(),
+    };
     let returned = page.features.len() as i64;
     if query.offset + returned < page.number_matched {
         links.push(base.link(
@@ -121,14 +139,19 @@ pub async fn list(
         return Ok(pages::features(&Site::new(&state, &base), title, &view));
     }
     // The features are JSON text from PostgreSQL: joined, never re-parsed.
-    let head = json!({
+    let mut head = json!({
         "type": "FeatureCollection",
         "numberMatched": page.number_matched,
         "numberReturned": returned,
         "timeStamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         "links": links,
-    })
-    .to_string();
+    });
+    if as_jsonfg {
+        for (name, value) in jsonfg::root_members(&coll, &query.crs) {
+            head[name] = value;
+        }
+    }
+    let head = head.to_string();
     let size = head.len()
         + page
             .features
@@ -147,7 +170,7 @@ pub async fn list(
     }
     body.push_str("]}");
     let mut response = (
-        [(header::CONTENT_TYPE, HeaderValue::from_static(GEOJSON))],
+        [(header::CONTENT_TYPE, HeaderValue::from_static(page_type))],
         body,
     )
         .into_response();
@@ -165,8 +188,8 @@ pub async fn list(
     summary = "Create one Feature (Part 4) or a whole FeatureCollection (extension: bulk, pipelined, one transaction)",
     operation_id = "createFeatures",
     params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("mode" = Option<String>, Query, description = "For a FeatureCollection: atomic (default, one transaction), batch (each batch commits on its own) or skip (features the database refuses are skipped); batch and skip answer 200 with an edit-session report, one insert operation per feature"), ("Content-Crs" = Option<String>, Header, description = "CRS of the body's geometries, e.g. <http://www.opengis.net/def/crs/EPSG/0/4326>; CRS84 by default"), ("Prefer" = Option<String>, Header, description = "return=minimal|representation, handling=strict|lenient (lenient: unknown and read-only properties are ignored; strict: read-only ones are refused in PUT and PATCH too); Preference-Applied answers both successes and refusals"), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key and body returns the first response (Idempotent-Replayed: true) and writes nothing; the same key with another body is a 422; one still running is a 409 (atomic mode)"), ("Content-Encoding" = Option<String>, Header, description = "gzip or none; the size limit applies after decompression")),
-    request_body(description = "A GeoJSON Feature or FeatureCollection", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"))),
-    responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature, return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 502, description = "outcome-unknown: the connection to the database was lost after COMMIT was sent; the features may or may not have been written (check first, or retry with the same Idempotency-Key)", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
+    request_body(description = "A GeoJSON Feature or FeatureCollection; or JSON-FG (application/fg+json, or GeoJSON whose conformsTo names JSON-FG): place in coordRefSys (else Content-Crs, else the storage CRS), geometry in WGS 84 when place is null, featureType the collection's", content((FeatureOrCollection = "application/geo+json"), (FeatureOrCollection = "application/json"), (serde_json::Value = "application/fg+json"))),
+    responses((status = 201, description = "Created. A FeatureCollection (or a Feature without Prefer: return=…) is answered with the bulk report: ids in feature order and per-batch status; a Feature with Prefer: return=representation with the feature (GeoJSON, or JSON-FG when Accept prefers it or, preferring neither, the body was JSON-FG), return=minimal with no body. Location points at a single feature.", body = WriteReport, headers(("Location" = Option<String>, description = "URL of the created feature (single Feature)"), ("Preference-Applied" = Option<String>, description = "The Prefer values honoured"))), (status = 400, description = "Not JSON or not GeoJSON, unsupported Content-Crs, or a missing Content-Type", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection", body = Problem, content_type = "application/problem+json"), (status = 405, description = "The collection is read-only (Allow lists what it takes)", body = Problem, content_type = "application/problem+json"), (status = 409, description = "A unique or foreign-key constraint refused a feature; errors name it, nothing was written", body = Problem, content_type = "application/problem+json"), (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"), (status = 415, description = "Content-Type is not GeoJSON", body = Problem, content_type = "application/problem+json"), (status = 422, description = "Features do not fit the table (errors list each with a JSON pointer); nothing was written", body = Problem, content_type = "application/problem+json"), (status = 502, description = "outcome-unknown: the connection to the database was lost after COMMIT was sent; the features may or may not have been written (check first, or retry with the same Idempotency-Key)", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn create(
     State(state): State<AppState>,
@@ -187,7 +210,11 @@ pub async fn create(
     let mut how = reading(&headers, &coll, state.input_limits, &preferences)?;
     // Skip mode writes every valid feature: invalid ones are reported, not refused.
     how.keep_valid = mode == Mode::Skip;
-    let crs = how.crs.clone();
+    // A streamed body is GeoJSON, in the CRS the request says.
+    let rendering = Rendering {
+        encoding: jsonfg::answer_encoding(&headers, false),
+        crs: how.crs.clone(),
+    };
     let target = format!(
         "/collections/{collection_id}/items?{}",
         query.as_deref().unwrap_or("")
@@ -196,7 +223,7 @@ pub async fn create(
         coll: coll.clone(),
         base,
         preferences,
-        crs,
+        rendering,
         single: false,
         made: Mutex::new(None),
     });
@@ -243,6 +270,10 @@ pub async fn create(
     let as_read = move |e: ApiError| refused_as_read(e, preferences);
     let parsed = parsed.map_err(|e| as_read(e.into()))?;
     let single = parsed.single;
+    let rendering = Rendering {
+        encoding: jsonfg::answer_encoding(&headers, parsed.jsonfg),
+        crs: parsed.crs.clone(),
+    };
     if mode != Mode::Atomic && !single {
         // Batch or skip: the features as one insert operation each.
         let (operations, steps) = session::inserts(&coll, parsed, may_read);
@@ -253,7 +284,7 @@ pub async fn create(
         set_preference_applied(&mut answer, preferences, false);
         return Ok(answer);
     }
-    let answer = Arc::new(answer.for_body(single));
+    let answer = Arc::new(answer.for_body(single, rendering));
     let idempotency = idempotency.map(|idempotency| Idempotency {
         respond: Some(answer.clone()),
         ..idempotency
@@ -283,7 +314,7 @@ async fn answered(state: &AppState, answer: &PostAnswer, report: &WriteReport) -
         return response_of(made);
     }
     let stored = match answer.shows(report) {
-        Some(shown) => read_back(state, &answer.coll, &shown.id, &shown.crs).await,
+        Some(shown) => read_back(state, &answer.coll, &shown.id, &shown.rendering).await,
         None => None,
     };
     answer.response(report, stored.as_ref())
@@ -389,6 +420,8 @@ async fn create_streamed(
                 rows: Vec::new(),
                 shapes,
                 srid,
+                crs: answer.rendering.crs.clone(),
+                jsonfg: false,
                 rejected: Vec::new(),
                 row_features: Vec::new(),
             }),
@@ -407,8 +440,8 @@ struct PostAnswer {
     base: BaseUrl,
     /// The preferences, as far as the caller's rights allow.
     preferences: Preferences,
-    /// The CRS of the body, and of the feature in the answer.
-    crs: Crs,
+    /// How the feature is shown: in the body's CRS, and encoding.
+    rendering: Rendering,
     /// The body was one Feature.
     single: bool,
     /// The answer made for a keyed write, to send as stored.
@@ -416,13 +449,14 @@ struct PostAnswer {
 }
 
 impl PostAnswer {
-    /// The same answer for a body that was (or was not) one Feature.
-    fn for_body(&self, single: bool) -> PostAnswer {
+    /// The same answer for a body that was (or was not) one Feature, its
+    /// feature shown with `rendering`.
+    fn for_body(&self, single: bool, rendering: Rendering) -> PostAnswer {
         PostAnswer {
             coll: self.coll.clone(),
             base: BaseUrl(self.base.0.clone()),
             preferences: self.preferences,
-            crs: self.crs.clone(),
+            rendering,
             single,
             made: Mutex::new(None),
         }
@@ -443,7 +477,14 @@ impl PostAnswer {
         };
         let preference = self.preferences.return_;
         let mut response = match stored.filter(|_| preference != Return::Unspecified) {
-            Some(stored) => created(stored, preference, &self.base, &self.coll, &id, &self.crs),
+            Some(stored) => created(
+                stored,
+                preference,
+                &self.base,
+                &self.coll,
+                &id,
+                &self.rendering,
+            ),
             // Not asked for, or not readable (gone already, or a role that
             // may insert but not select): the report still tells the id.
             None => (StatusCode::CREATED, Json(report)).into_response(),
@@ -462,7 +503,7 @@ impl Respond for PostAnswer {
         shown.then(|| Shown {
             coll: self.coll.clone(),
             id,
-            crs: self.crs.clone(),
+            rendering: self.rendering.clone(),
         })
     }
 
@@ -490,9 +531,9 @@ async fn read_back(
     state: &AppState,
     coll: &Collection,
     id: &str,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Option<StoredFeature> {
-    read::item(&state.db, coll, id, crs)
+    read::item_as(&state.db, coll, id, &rendering.crs, rendering.encoding)
         .await
         .inspect_err(|e| tracing::warn!(collection = %coll.id, id, error = %e, "created feature not read back; answered with the report"))
         .ok()
@@ -515,7 +556,10 @@ pub async fn options(
     Path(collection_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let coll = state.to_see(&caller, &collection_id)?;
-    let accepts = ("accept-post", "application/geo+json, application/json");
+    let accepts = (
+        "accept-post",
+        "application/geo+json, application/json, application/fg+json",
+    );
     let allow = items_allow(&coll, &caller);
     Ok(options_response(
         allow,

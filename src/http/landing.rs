@@ -11,11 +11,13 @@ use super::html::Format;
 use super::links::BaseUrl;
 use super::model::{Conformance, LandingPage};
 use super::problem::{ApiError, Problem};
+use crate::feature::jsonfg;
 
 /// The conformance classes this service implements. Part 4's classes are
 /// listed under both URI families clients look for, and so are the schema
 /// classes: Part 5 of Features became Part 3 of Common in its drafts. Not
-/// `oas30`: the OpenAPI document is 3.1.
+/// `oas30`: the OpenAPI document is 3.1. JSON-FG: Core and Feature Types
+/// (every JSON-FG feature has its collection's `featureType`).
 pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/core",
     "http://www.opengis.net/spec/ogcapi-features-1/1.0/conf/geojson",
@@ -38,6 +40,8 @@ pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-features-5/1.0/conf/returnables-and-receivables",
     "http://www.opengis.net/spec/ogcapi-common-3/1.0/conf/schemas",
     "http://www.opengis.net/spec/ogcapi-common-3/1.0/conf/returnables-and-receivables",
+    jsonfg::CORE,
+    jsonfg::TYPES_SCHEMAS,
 ];
 
 /// The landing page: where the API, its conformance and its data are.

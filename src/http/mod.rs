@@ -5,6 +5,7 @@
 pub mod app;
 pub mod body;
 pub mod caller;
+pub mod changes;
 pub mod collections;
 pub mod cors;
 pub mod encoding;
@@ -13,6 +14,7 @@ pub mod health;
 pub mod html;
 pub mod item;
 pub mod items;
+pub mod jsonfg;
 pub mod landing;
 pub mod links;
 pub mod model;

@@ -2,6 +2,7 @@
 //! what the OpenAPI document describes.
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
 use utoipa::{PartialSchema, ToSchema};
@@ -144,6 +145,46 @@ pub enum FeatureOrCollection {
     Feature(Feature),
     /// Created in bulk (extension): the bulk report.
     Collection(FeatureCollection),
+}
+
+/// `GET /collections/{collectionId}/changes`: the changes after a cursor,
+/// or (without `since`) the cursor for now and no changes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangesPage {
+    /// Each changed feature once, in the order of its last change here:
+    /// apply them in this order.
+    pub changes: Vec<FeatureChange>,
+    /// Opaque: the position after these changes, to give as `since` next.
+    pub cursor: String,
+    /// The limit cut the page short: ask again at once with the new cursor.
+    pub more: bool,
+}
+
+/// One feature that changed, as it is now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FeatureChange {
+    /// `upsert`: store `feature` (create or replace); `delete`: remove the feature.
+    pub op: ChangeOp,
+    /// The key: a number for integer keys, else a string.
+    #[schema(value_type = Object)]
+    pub id: Box<RawValue>,
+    /// upsert: the feature as it is when read, with its id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Feature>)]
+    pub feature: Option<Box<RawValue>>,
+    /// upsert: the feature's ETag, for If-Match on the next change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+}
+
+/// What a client does with its copy of a changed feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeOp {
+    /// Store the feature given (create or replace).
+    Upsert,
+    /// Remove the feature.
+    Delete,
 }
 
 /// `GET /healthz` and `GET /readyz`.

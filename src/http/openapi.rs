@@ -14,7 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::html::assets::cached;
-use super::{collections, health, item, items, landing, transactions};
+use super::{changes, collections, health, item, items, landing, transactions};
 use crate::http::app::AppState;
 
 #[derive(OpenApi)]
@@ -49,6 +49,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(collections::one))
         .routes(routes!(collections::schema))
         .routes(routes!(items::list, items::create, items::options))
+        .routes(routes!(changes::list))
         .routes(routes!(transactions::create))
         .routes(routes!(
             item::get,

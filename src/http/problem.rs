@@ -5,10 +5,11 @@
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use crate::db::DbError;
-use crate::error::{Error, ErrorKind, FieldError, Refusal, MAX_LISTED_ERRORS};
+use crate::error::{Current, Error, ErrorKind, FieldError, Refusal, MAX_LISTED_ERRORS};
 use crate::write::report::BatchReport;
 
 /// What an answer says went wrong: a domain error, or a problem with the
@@ -79,6 +80,10 @@ impl Wrong {
                 K::Forbidden => (S::FORBIDDEN, "forbidden"),
                 K::UnknownCollection => (S::NOT_FOUND, "unknown-collection"),
                 K::IdempotencyKeyInUse => (S::CONFLICT, "idempotency-key-in-use"),
+                K::NoChangeFeed => (S::NOT_FOUND, "no-change-feed"),
+                K::InvalidCursor => (S::BAD_REQUEST, "invalid-cursor"),
+                K::CursorExpired => (S::GONE, "cursor-expired"),
+                K::FeedNotInstalled => (S::SERVICE_UNAVAILABLE, "change-feed-not-installed"),
                 K::Refused(Refusal::Conflicting) => (S::CONFLICT, "write-failed"),
                 K::Refused(Refusal::Missing) => (S::NOT_FOUND, "write-failed"),
                 K::Refused(Refusal::Changed) => (S::PRECONDITION_FAILED, "write-failed"),
@@ -162,6 +167,14 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     report: Option<serde_json::Value>,
+    /// For a 412: the feature as it is now, when the caller may read it
+    /// (its geometry in the request's CRS, as `Content-Crs` says).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    feature: Option<Box<RawValue>>,
+    /// For a 412: the ETag the feature has now, for If-Match on the next try.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    etag: Option<String>,
     /// The request's id (`x-request-id`), to find its log lines.
     #[serde(skip_serializing_if = "Option::is_none")]
     request_id: Option<String>,
@@ -188,6 +201,8 @@ impl ApiError {
             total_errors: None,
             batches: None,
             report: None,
+            feature: None,
+            etag: None,
             request_id: None,
             headers,
         }))
@@ -203,6 +218,13 @@ impl ApiError {
     pub fn with_errors(mut self, errors: Vec<FieldError>) -> Self {
         self.0.total_errors = Some(errors.len());
         self.0.errors = errors;
+        self
+    }
+
+    /// Tell the feature as it is now (a failed precondition).
+    pub fn with_current(mut self, current: &Current) -> Self {
+        self.0.feature = RawValue::from_string(current.feature.clone()).ok();
+        self.0.etag = Some(current.etag.clone());
         self
     }
 
@@ -226,7 +248,10 @@ impl From<Error> for ApiError {
         problem.total_errors = err.counted_errors();
         problem.batches = err.batches().cloned();
         problem.report = err.report().cloned();
-        api
+        match err.current() {
+            Some(current) => api.with_current(current),
+            None => api,
+        }
     }
 }
 

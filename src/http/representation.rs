@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 
 use super::html::Format;
+use super::jsonfg;
 use super::links::BaseUrl;
 use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
@@ -13,15 +14,20 @@ use crate::catalog::Collection;
 use crate::feature::{Handling, InputLimits, Reading};
 use crate::geometry::Crs;
 use crate::read::params::{offered_crs, percent_encode};
-use crate::read::{plain_etag, StoredFeature};
+use crate::read::{plain_etag, Encoding, Rendering, StoredFeature};
 use crate::write::item::Precondition;
 
 /// GeoJSON's media type.
 pub const GEOJSON: &str = "application/geo+json";
 /// Bodies accepted by POST and PUT.
-pub const FEATURE_TYPES: &[&str] = &[GEOJSON, "application/json"];
+pub const FEATURE_TYPES: &[&str] = &[GEOJSON, "application/json", jsonfg::MEDIA_TYPE];
 /// Bodies accepted by PATCH: a JSON merge patch of the feature.
-pub const PATCH_TYPES: &[&str] = &["application/merge-patch+json", GEOJSON, "application/json"];
+pub const PATCH_TYPES: &[&str] = &[
+    "application/merge-patch+json",
+    GEOJSON,
+    "application/json",
+    jsonfg::MEDIA_TYPE,
+];
 
 /// Methods on `/collections/{id}/items` for this collection and caller.
 pub fn items_allow(coll: &Collection, caller: &Caller) -> &'static str {
@@ -241,10 +247,33 @@ pub fn reading(
 ) -> Result<Reading, ApiError> {
     Ok(Reading {
         crs: body_crs(headers, coll)?.clone(),
+        crs_given: headers.contains_key("content-crs"),
+        jsonfg: is_jsonfg(headers),
         handling: preferences.handling,
         keep_valid: false,
         limits,
     })
+}
+
+/// Whether the body's `Content-Type` says JSON-FG: `application/fg+json`, or
+/// GeoJSON's with JSON-FG's profile.
+fn is_jsonfg(headers: &HeaderMap) -> bool {
+    let value = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mut parts = value.split(';').map(str::trim);
+    match parts.next() {
+        Some(jsonfg::MEDIA_TYPE) => true,
+        Some(GEOJSON) => parts.any(|p| {
+            p.strip_prefix("profile=").is_some_and(|v| {
+                v.trim_matches('"')
+                    .starts_with(crate::feature::jsonfg::PROFILE_PREFIX)
+            })
+        }),
+        _ => false,
+    }
 }
 
 /// `Preference-Applied`: the request's `handling` preference, and its
@@ -389,7 +418,7 @@ fn body_crs<'c>(headers: &HeaderMap, coll: &'c Collection) -> Result<&'c Crs, Ap
 }
 
 /// The validator headers of a stored feature.
-fn validators(feature: &StoredFeature, headers: &mut HeaderMap) {
+pub fn validators(feature: &StoredFeature, headers: &mut HeaderMap) {
     if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", feature.etag)) {
         headers.insert(header::ETAG, v);
     }
@@ -408,6 +437,7 @@ fn with_links(feature: &StoredFeature, base: &BaseUrl, coll: &Collection, id: &s
     let links = serde_json::json!([
         own,
         page,
+        jsonfg::alternate(base, &path),
         base.link(
             &format!("/collections/{}", percent_encode(&coll.id)),
             "collection",
@@ -421,8 +451,6 @@ fn with_links(feature: &StoredFeature, base: &BaseUrl, coll: &Collection, id: &s
     format!("{inner}, \"links\": {links}}}")
 }
 
-/// A response about one feature (its geometry in `crs`): with its body when
-/// `preference` (or the method) calls for one, always with its validators.
 /// 201 for the feature created at `id`, as `preference` asks, with `Location`.
 pub fn created(
     stored: &StoredFeature,
@@ -430,15 +458,16 @@ pub fn created(
     base: &BaseUrl,
     coll: &Collection,
     id: &str,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Response {
     let status = StatusCode::CREATED;
-    let mut response = feature_response(status, stored, preference, base, coll, id, crs);
+    let mut response = feature_response(status, stored, preference, base, coll, id, rendering);
     set_location(&mut response, base, coll, id);
     response
 }
 
-/// The feature as `preference` asks: the GeoJSON, or no body; with its validators.
+/// The feature as `preference` asks: as `rendering` has it (GeoJSON or
+/// JSON-FG, with its links), or no body; always with its validators.
 pub fn feature_response(
     status: StatusCode,
     feature: &StoredFeature,
@@ -446,13 +475,21 @@ pub fn feature_response(
     base: &BaseUrl,
     coll: &Collection,
     id: &str,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Response {
+    let crs = &rendering.crs;
     let mut response = if preference == Return::Representation {
+        let (media_type, body) = match rendering.encoding {
+            Encoding::GeoJson => (GEOJSON, with_links(feature, base, coll, id)),
+            Encoding::JsonFg => (
+                jsonfg::MEDIA_TYPE,
+                jsonfg::document(feature, base, coll, id, crs),
+            ),
+        };
         (
             status,
-            [(header::CONTENT_TYPE, HeaderValue::from_static(GEOJSON))],
-            with_links(feature, base, coll, id),
+            [(header::CONTENT_TYPE, HeaderValue::from_static(media_type))],
+            body,
         )
             .into_response()
     } else {

@@ -98,7 +98,7 @@ async fn read_off_thread<T: Send + 'static>(
         (status = 400, description = "Not JSON, or operations that are not operations (an OGC transaction with `mode`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Atomic: a feature to replace, update or delete does not exist; nothing was written (the report is attached)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Atomic: a constraint refused an operation; nothing was written", body = Problem, content_type = "application/problem+json"),
-        (status = 412, description = "Atomic: an if_match did not match; nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "Atomic: an if_match did not match; nothing was written. To a caller who may read it, the body tells the feature as it is now (`feature`) and its `etag`", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than FEATUREPIPE_MAX_BODY", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Content-Type is not JSON or application/ogc-tx+json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Operations that do not fit their tables (errors point into the operations or transaction array), or an OGC filter not by id; nothing was written", body = Problem, content_type = "application/problem+json"),

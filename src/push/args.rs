@@ -37,7 +37,18 @@ pub struct PushArgs {
     /// How many times a request the network or the service failed is sent again.
     #[arg(long, default_value_t = 5)]
     pub retries: u32,
+    /// How many batches are sent at once, each on a connection of its own.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_JOBS))]
+    pub jobs: u32,
+    /// A name mixed into every batch's key: a new load of an input an earlier
+    /// push wrote (the same name again resumes that load).
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub run: Option<String>,
 }
+
+/// The most `--jobs`: each holds a connection of the service's pool
+/// (`FEATUREPIPE_POOL_SIZE`, 16 by default) while its batch is written.
+const MAX_JOBS: i64 = 64;
 
 /// How the service writes each request: its `mode` query parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -78,8 +89,13 @@ mod tests {
         assert_eq!((p.batch, p.batch_bytes, p.retries), (1000, 16 << 20, 5));
         assert_eq!(p.mode, Mode::Atomic);
         assert!(p.gzip && p.ca_file.is_none());
+        assert_eq!((p.jobs, p.run), (1, None));
         let off = Wrapper::parse_from(["push", "-", "-c", "c", "--gzip", "off"]).push;
         assert!(!off.gzip);
         assert!(Wrapper::try_parse_from(["push", "-", "-c", "c", "--mode", "all"]).is_err());
+        for wrong in [["--jobs", "0"], ["--jobs", "65"], ["--run", ""]] {
+            let args = [["push", "-", "-c", "c"].as_slice(), &wrong].concat();
+            assert!(Wrapper::try_parse_from(args).is_err(), "{wrong:?}");
+        }
     }
 }

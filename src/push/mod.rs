@@ -4,8 +4,11 @@
 //! command again after a failure writes only what was not written.
 //!
 //! The input is read on a thread of its own, at most one batch ahead of the
-//! one being sent, and each batch is gzip-compressed there: memory holds
-//! about three batches, whatever the input's size.
+//! ones being sent, and each batch is gzip-compressed there: memory holds
+//! about `--jobs` + 2 batches, whatever the input's size. Each batch's key
+//! is its own, and the service stores it with the batch's rows in one
+//! transaction: batches sent in parallel (`--jobs`) and answered in any
+//! order resume as exactly as batches sent one by one.
 
 mod answer;
 pub mod args;
@@ -23,6 +26,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::mpsc::Receiver;
 
 use answer::Outcome;
 use args::{Mode, PushArgs};
@@ -30,6 +35,7 @@ use batches::{Batch, Batches, Limits};
 use gzip::Gzip;
 use http::{Body, Service};
 use progress::Progress;
+use split::InputError;
 use summary::Tally;
 
 /// How much of the input is read at a time.
@@ -64,8 +70,11 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
              in that mode): running this again writes every feature again"
         );
     }
-    let scope = format!("{}\0{}", args.collection, args.mode.name());
-    let (batches, mut next) = tokio::sync::mpsc::channel(1);
+    if args.run.is_some() && !keyed {
+        eprintln!("featurepipe push: --run is not used: --mode batch sends no keys to mix it into");
+    }
+    let scope = scope(&args);
+    let (batches, next) = tokio::sync::mpsc::channel(1);
     let compressing = gzip.clone();
     std::thread::spawn(move || {
         for mut batch in Batches::new(input, limits, scope) {
@@ -84,37 +93,15 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
     });
 
     let started = Instant::now();
-    let progress = Progress::new(size);
-    let mut tally = Tally::default();
-    while let Some(batch) = next.recv().await {
-        let mut batch = match batch {
-            Ok(batch) => batch,
-            Err(e) => {
-                tally.stop(format!("reading the input: {e}"));
-                break;
-            }
-        };
-        let outcome = if batch.broken.is_empty() {
-            send(&service, &mut batch, keyed).await
-        } else {
-            Outcome::broken(&batch.broken, batch.count)
-        };
-        tally.add(&batch, &outcome);
-        progress.update(batch.end, tally.answered());
-        if outcome.stop {
-            tally.stop(format!(
-                "after batch {}, whose failure later batches would share; \
-                 the rest of the input was not sent",
-                batch.index
-            ));
-            break;
-        }
-    }
+    let mut progress = Progress::new(size);
+    let jobs = args.jobs as usize;
+    let tally = send_all(&service, next, jobs, keyed, &mut progress).await;
     progress.finish();
     eprint!(
         "{}",
         tally.render(
             &service.uri().to_string(),
+            args.run.as_deref(),
             gzip.described(),
             started.elapsed()
         )
@@ -123,6 +110,65 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     Err(format!("not everything was written: {}", rerun(args.mode)).into())
+}
+
+/// What every batch's key is scoped to: the collection, the mode, and the
+/// `--run` when given (without it, keys are those of pushes before `--run`
+/// existed, so that their loads resume).
+fn scope(args: &PushArgs) -> String {
+    let mut scope = format!("{}\0{}", args.collection, args.mode.name());
+    if let Some(run) = &args.run {
+        scope.push_str("\0run ");
+        scope.push_str(run);
+    }
+    scope
+}
+
+/// Send the batches `next` brings, up to `jobs` at once, and account for
+/// their answers in whatever order they come. A batch whose failure every
+/// later one would share stops the reading; the batches already sent are
+/// still answered and counted.
+async fn send_all(
+    service: &Service,
+    mut next: Receiver<Result<Batch, InputError>>,
+    jobs: usize,
+    keyed: bool,
+    progress: &mut Progress,
+) -> Tally {
+    let mut tally = Tally::default();
+    let mut in_flight = FuturesUnordered::new();
+    let mut reading = true;
+    loop {
+        tokio::select! {
+            batch = next.recv(), if reading && !tally.stopping() && in_flight.len() < jobs => {
+                match batch {
+                    Some(Ok(mut batch)) => in_flight.push(async move {
+                        let outcome = if batch.broken.is_empty() {
+                            send(service, &mut batch, keyed).await
+                        } else {
+                            Outcome::broken(&batch.broken, batch.count)
+                        };
+                        (batch, outcome)
+                    }),
+                    Some(Err(e)) => tally.stop(format!("reading the input: {e}")),
+                    None => reading = false,
+                }
+            }
+            Some((batch, outcome)) = in_flight.next(), if !in_flight.is_empty() => {
+                tally.add(&batch, &outcome);
+                progress.update(batch.index, batch.end, tally.answered());
+                if outcome.stop {
+                    tally.stop(format!(
+                        "after batch {}, whose failure later batches would share; \
+                         nothing more was sent once it was answered",
+                        batch.index
+                    ));
+                }
+            }
+            else => break,
+        }
+    }
+    tally
 }
 
 /// What running the same command again does, in `mode`.

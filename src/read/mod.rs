@@ -4,6 +4,7 @@
 
 pub mod cover;
 pub mod extent;
+pub mod jsonfg;
 pub mod params;
 pub mod sql;
 
@@ -13,9 +14,39 @@ use tokio_postgres::types::ToSql;
 use crate::catalog::Collection;
 use crate::db::statement::{prepare, prepare_both};
 use crate::db::Database;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Current, Error, ErrorKind};
 use crate::geometry::Crs;
 use params::ItemsQuery;
+
+/// How features are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encoding {
+    /// GeoJSON (RFC 7946), the geometry in the asked CRS.
+    #[default]
+    GeoJson,
+    /// JSON-FG: `place` in the asked CRS, `geometry` in WGS 84, `time`.
+    JsonFg,
+}
+
+/// How a feature is answered: its encoding, and the CRS of its geometry
+/// (in JSON-FG, of `place`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendering {
+    /// GeoJSON or JSON-FG.
+    pub encoding: Encoding,
+    /// The CRS of the geometry.
+    pub crs: Crs,
+}
+
+impl Rendering {
+    /// GeoJSON, the geometry in `crs`.
+    pub fn geojson(crs: &Crs) -> Rendering {
+        Rendering {
+            encoding: Encoding::GeoJson,
+            crs: crs.clone(),
+        }
+    }
+}
 
 /// One stored feature as GeoJSON text with its validators.
 #[derive(Debug, Clone)]
@@ -26,6 +57,15 @@ pub struct StoredFeature {
     pub etag: String,
     /// The last-modified column's value, when the table has one.
     pub last_modified: Option<DateTime<Utc>>,
+}
+
+impl From<StoredFeature> for Current {
+    fn from(feature: StoredFeature) -> Self {
+        Current {
+            feature: feature.json,
+            etag: feature.etag,
+        }
+    }
 }
 
 /// The content codings an entity tag may name (`<tag>-gzip`), as the
@@ -80,6 +120,14 @@ fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> Str
             .collect();
         conds.push(format!("({})", parts.join(" OR ")));
     }
+    if let (Some(datetime), Some(t)) = (&query.datetime, coll.time) {
+        conds.push(sql::time_meets(coll, t, params.len() + 1));
+        params.extend(
+            datetime
+                .bounds
+                .map(|b| Box::new(b) as Box<dyn ToSql + Sync + Send>),
+        );
+    }
     for (ci, value) in &query.filters {
         conds.push(sql::column_equals(coll, *ci, params.len() + 1));
         params.push(Box::new(value.clone()));
@@ -118,7 +166,7 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     let n = params.len();
     let select = format!(
         "{}{filter} ORDER BY {order} LIMIT ${}::int8 OFFSET ${}::int8",
-        sql::select_features(coll, &query.crs),
+        sql::select_features(coll, &query.crs, query.encoding),
         n + 1,
         n + 2
     );
@@ -149,14 +197,15 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     })
 }
 
-/// The feature with key `id` in `crs`, if there is one.
-pub async fn item(
+/// The feature with key `id` in `crs` as `encoding` has it, if there is one.
+pub async fn item_as(
     db: &Database,
     coll: &Collection,
     id: &str,
     crs: &Crs,
+    encoding: Encoding,
 ) -> Result<Option<StoredFeature>, Error> {
-    let Some(sql) = sql::select_item(coll, crs) else {
+    let Some(sql) = sql::select_item(coll, crs, encoding) else {
         return Ok(None);
     };
     let client = db.connection().await?;
@@ -172,16 +221,16 @@ pub async fn item(
     }
 }
 
-/// The feature with key `id` in `crs` as the transaction open on `client`
-/// sees it: an unnamed statement, sent whole when first polled, so that it
-/// keeps its place in a pipelined flight.
+/// The feature with key `id` as `rendering` has it, as the transaction open
+/// on `client` sees it: an unnamed statement, sent whole when first polled,
+/// so that it keeps its place in a pipelined flight.
 pub async fn item_in(
     client: &tokio_postgres::Client,
     coll: &Collection,
     id: &str,
-    crs: &Crs,
+    rendering: &Rendering,
 ) -> Result<Option<StoredFeature>, tokio_postgres::Error> {
-    let Some(sql) = sql::select_item(coll, crs) else {
+    let Some(sql) = sql::select_item(coll, &rendering.crs, rendering.encoding) else {
         return Ok(None);
     };
     let rows = client

@@ -1,5 +1,8 @@
 //! The query parameters of `GET /collections/{id}/items`, checked against the collection.
 
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime};
+
+use super::Encoding;
 use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::error::{Error, ErrorKind};
 use crate::geometry::{crs, Crs, WGS84_SRID};
@@ -33,9 +36,22 @@ pub struct ItemsQuery {
     pub bbox: Option<Bbox>,
     /// Property equality filters: (column index, value as text).
     pub filters: Vec<(usize, String)>,
-    /// `datetime`, checked; featurepipe publishes no temporal property, so
-    /// it matches every feature (OGC API - Features 7.15.6).
-    pub datetime: Option<String>,
+    /// `datetime`: only features whose `time` (the collection's temporal
+    /// columns) meets it; in a collection without one it matches every
+    /// feature (OGC API - Features 7.15.6).
+    pub datetime: Option<Datetime>,
+    /// How the features are encoded (the HTTP layer's choice).
+    pub encoding: Encoding,
+}
+
+/// A checked `datetime`: an instant or an interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Datetime {
+    /// As given, for paging links.
+    pub given: String,
+    /// Its first and last instant in UTC (a date covers its day); `None`
+    /// for an open end.
+    pub bounds: [Option<NaiveDateTime>; 2],
 }
 
 fn bad(param: &str, detail: impl Into<String>) -> Error {
@@ -86,6 +102,7 @@ impl ItemsQuery {
             bbox: None,
             filters: Vec::new(),
             datetime: None,
+            encoding: Encoding::GeoJson,
         };
         for (i, (name, value)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(n, _)| n == name) {
@@ -147,7 +164,7 @@ impl ItemsQuery {
             }
         }
         if let Some(datetime) = &self.datetime {
-            parts.push(format!("datetime={}", percent_encode(datetime)));
+            parts.push(format!("datetime={}", percent_encode(&datetime.given)));
         }
         if self.crs.uri != crs::CRS84 {
             parts.push(format!("crs={}", percent_encode(&self.crs.uri)));
@@ -171,25 +188,46 @@ fn filterable(coll: &Collection, ci: usize) -> bool {
 }
 
 /// An RFC 3339 date-time, or an interval `start/end` where either may be `..` or empty.
-fn checked_datetime(value: &str) -> Result<String, Error> {
-    let instant = |s: &str| {
-        chrono::DateTime::parse_from_rfc3339(s).is_ok()
-            || chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
-    };
-    let ok = match value.split_once('/') {
-        Some((start, end)) => {
-            let open = |s: &str| s.is_empty() || s == "..";
-            (open(start) || instant(start)) && (open(end) || instant(end))
-        }
-        None => instant(value),
-    };
-    if ok {
-        Ok(value.to_owned())
-    } else {
-        Err(bad(
+fn checked_datetime(value: &str) -> Result<Datetime, Error> {
+    let bounds = datetime_bounds(value).ok_or_else(|| {
+        bad(
             "datetime",
             format!("'{value}' is not an RFC 3339 date-time or interval"),
-        ))
+        )
+    })?;
+    Ok(Datetime {
+        given: value.to_owned(),
+        bounds,
+    })
+}
+
+/// The first and last instant (UTC) of an RFC 3339 date-time, date, or
+/// interval of them (`..` or nothing: open); `None` when it is none of these.
+fn datetime_bounds(value: &str) -> Option<[Option<NaiveDateTime>; 2]> {
+    let instant = |s: &str| {
+        if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+            return Some([t.naive_utc(); 2]);
+        }
+        let day = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+        Some([
+            day.and_time(NaiveTime::MIN),
+            day.and_hms_micro_opt(23, 59, 59, 999_999)?,
+        ])
+    };
+    let open = |s: &str| s.is_empty() || s == "..";
+    match value.split_once('/') {
+        Some((start, end)) => {
+            let start = match open(start) {
+                true => None,
+                false => Some(instant(start)?[0]),
+            };
+            let end = match open(end) {
+                true => None,
+                false => Some(instant(end)?[1]),
+            };
+            Some([start, end])
+        }
+        None => instant(value).map(|[first, last]| [Some(first), Some(last)]),
     }
 }
 

@@ -1,6 +1,8 @@
 //! SQL text for reads, built only from catalog identifiers.
 
-use crate::catalog::Collection;
+use super::{jsonfg, Encoding};
+use crate::catalog::temporal::Temporal;
+use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::db::quote_ident;
 use crate::geometry::{Crs, GeometryColumn, GeometryType, WGS84_SRID};
 
@@ -10,7 +12,7 @@ pub fn col(coll: &Collection, ci: usize) -> String {
 }
 
 /// The feature geometry in `crs` (axes in its order), whatever the storage CRS.
-fn geometry_in(coll: &Collection, crs: &Crs) -> String {
+pub fn geometry_in(coll: &Collection, crs: &Crs) -> String {
     let g = col(coll, coll.geometry);
     let gc = coll.geometry_column();
     let (g, stored) = if gc.geography {
@@ -45,38 +47,63 @@ pub fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
 /// md5 of the whole stored row, so it changes with any column and does not
 /// depend on the CRS the feature is read in.
 pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
+    let geometry = format!(
+        "'geometry', ST_AsGeoJSON({}, 15, 0)::json",
+        geometry_in(coll, crs)
+    );
+    feature_object(coll, &geometry, &[])
+}
+
+/// [`feature_columns`] of a feature whose geometry is given by the
+/// `json_build_object` arguments `geometry_members`, its properties all but
+/// the `shown_elsewhere` columns.
+pub fn feature_object(
+    coll: &Collection,
+    geometry_members: &str,
+    shown_elsewhere: &[usize],
+) -> String {
     let id = match coll.primary_key {
         Some(pk) => format!("'id', {}, ", col(coll, pk)),
         None => String::new(),
     };
-    let props: Vec<String> = property_columns(coll).map(|ci| col(coll, ci)).collect();
+    let props: Vec<String> = property_columns(coll)
+        .filter(|ci| !shown_elsewhere.contains(ci))
+        .map(|ci| col(coll, ci))
+        .collect();
     let last_modified = match coll.last_modified {
         // Cast: the column may be a domain over timestamptz.
         Some(ci) => format!("{}::timestamptz", col(coll, ci)),
         None => "NULL::timestamptz".into(),
     };
     format!(
-        "json_build_object('type', 'Feature', {id}'geometry', ST_AsGeoJSON({geom}, 15, 0)::json, \
+        "json_build_object('type', 'Feature', {id}{geometry_members}, \
          'properties', (SELECT to_json(p) FROM (SELECT {props}) AS p))::text, \
          md5(t::text), {last_modified}",
-        geom = geometry_in(coll, crs),
         props = props.join(", "),
     )
 }
 
-/// `SELECT <feature columns> FROM <table> AS t`.
-pub fn select_features(coll: &Collection, crs: &Crs) -> String {
-    format!(
-        "SELECT {} FROM {} AS t",
-        feature_columns(coll, crs),
-        coll.qualified_name()
-    )
+/// [`feature_columns`] of the feature as `encoding` has it.
+pub fn feature_columns_as(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
+    match encoding {
+        Encoding::GeoJson => feature_columns(coll, crs),
+        Encoding::JsonFg => jsonfg::feature_columns(coll, crs),
+    }
+}
+
+/// `SELECT <feature columns> FROM <table> AS t`, features as `encoding` has them.
+pub fn select_features(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
+    let columns = feature_columns_as(coll, crs, encoding);
+    format!("SELECT {columns} FROM {} AS t", coll.qualified_name())
 }
 
 /// The feature keyed `$1` in `crs`; `None` for a table without a single-column key.
-pub fn select_item(coll: &Collection, crs: &Crs) -> Option<String> {
+pub fn select_item(coll: &Collection, crs: &Crs, encoding: Encoding) -> Option<String> {
     let key = key_equals(coll, 1)?;
-    Some(format!("{} WHERE {key}", select_features(coll, crs)))
+    Some(format!(
+        "{} WHERE {key}",
+        select_features(coll, crs, encoding)
+    ))
 }
 
 /// `t."key" = $n::text::<key type>`, compared as [`column_equals`] does, so its index is used.
@@ -92,6 +119,31 @@ pub fn column_equals(coll: &Collection, ci: usize, n: usize) -> String {
         "{} = ${n}::text::{}",
         col(coll, ci),
         coll.columns[ci].exact_type_sql
+    )
+}
+
+/// The feature's `time` (its temporal columns, not all NULL; NULL is an
+/// open end of an interval) meets the span from `$n` to `$n+1` (UTC
+/// timestamps; NULL: open). A date covers its day.
+pub fn time_meets(coll: &Collection, t: Temporal, n: usize) -> String {
+    let utc = |ci: usize, last: bool| {
+        let c = col(coll, ci);
+        match coll.columns[ci].ty {
+            ColumnType::Scalar(ScalarType::Date) if last => {
+                format!("({c}::date::timestamp + interval '1 day' - interval '1 microsecond')")
+            }
+            ColumnType::Scalar(ScalarType::Date) => format!("{c}::date::timestamp"),
+            ColumnType::Scalar(ScalarType::Timestamp) => format!("{c}::timestamp"),
+            _ => format!("({c}::timestamptz AT TIME ZONE 'UTC')"),
+        }
+    };
+    let first = utc(t.start, false);
+    let last = utc(t.end.unwrap_or(t.start), true);
+    let (from, to) = (format!("${n}::timestamp"), format!("${}::timestamp", n + 1));
+    format!(
+        "({first} IS NOT NULL OR {last} IS NOT NULL) \
+         AND ({from} IS NULL OR {last} IS NULL OR {last} >= {from}) \
+         AND ({to} IS NULL OR {first} IS NULL OR {first} <= {to})"
     )
 }
 

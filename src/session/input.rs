@@ -466,7 +466,7 @@ fn read(
                     id: None,
                     values: row.values,
                     if_match: None,
-                    srid: how.crs.srid,
+                    srid: parsed.srid,
                 });
             }
             if member == "/features" {
@@ -498,7 +498,10 @@ fn read(
                 return Err(Wrong::Field(pointer, MALFORMED, problem.message));
             }
             let ItemBody {
-                columns, values, ..
+                columns,
+                values,
+                crs,
+                ..
             } = parsed;
             // Several ids (an OGC filter): the same change to each feature.
             for id in ids {
@@ -512,7 +515,7 @@ fn read(
                     id: Some(id),
                     values: values.clone(),
                     if_match: if_match.clone(),
-                    srid: how.crs.srid,
+                    srid: crs.srid,
                 });
             }
             if list {

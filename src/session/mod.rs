@@ -24,10 +24,11 @@ use utoipa::ToSchema;
 use crate::catalog::Collection;
 use crate::db::statement::{cache_room, prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
-use crate::error::{Error, FieldError, Refusal};
+use crate::error::{Error, ErrorKind, FieldError, Refusal};
 use crate::feature::value::SqlValue;
 use crate::feature::ParsedBody;
-use crate::geometry::Crs;
+use crate::geometry::{Crs, WGS84_SRID};
+use crate::read;
 use crate::write::guard::TxGuard;
 use crate::write::idempotency::Answer;
 use crate::write::idempotency::Idempotency;
@@ -189,7 +190,11 @@ pub struct Step {
 
 impl Step {
     fn sql(&self) -> String {
-        let crs = Crs::crs84();
+        // The CRS the step's geometry is in, which a change transforms from.
+        let crs = match self.srid {
+            WGS84_SRID => Crs::crs84(),
+            srid => Crs::epsg(srid),
+        };
         match &self.kind {
             StepKind::Insert(columns) => insert_strict(&self.coll, columns, self.srid),
             StepKind::Replace(columns) => {
@@ -269,7 +274,12 @@ pub async fn carry_out(
         }
     };
     let report = match mode {
-        Mode::Atomic => Retry::of(db).run(attempt).await?,
+        Mode::Atomic => match Retry::of(db).run(attempt).await {
+            Err(e) if e.kind() == ErrorKind::Refused(Refusal::Changed) => {
+                return Err(told_current(db, e, operations, steps).await)
+            }
+            done => done?,
+        },
         Mode::Batch | Mode::Skip => attempt().await?,
     };
     if report.lost_after_commit() {
@@ -277,6 +287,40 @@ pub async fn carry_out(
         return Err(Error::outcome_unknown().with_report(&document));
     }
     Ok(report)
+}
+
+/// An atomic session refused because a feature changed since it was read
+/// (`if_match`): told the feature as it is now and its ETag, when the
+/// caller may read its collection, so that it can merge without asking
+/// again. Read after the session's transaction, as the caller's role.
+async fn told_current(
+    db: &Database,
+    err: Error,
+    operations: &[Operation],
+    steps: &[Step],
+) -> Error {
+    let Some(cause) = err.errors().first() else {
+        return err;
+    };
+    let Some(op) = cause.operation.and_then(|k| operations.get(k)) else {
+        return err;
+    };
+    let within = match op.indexed {
+        true => cause.feature.unwrap_or(0),
+        false => 0,
+    };
+    let step = steps.get(op.steps.start + within);
+    let Some((step, id)) = step.and_then(|s| Some((s, s.id.as_deref()?))) else {
+        return err;
+    };
+    if !op.may_read {
+        return err;
+    }
+    match read::item_as(db, &step.coll, id, &Crs::crs84(), read::Encoding::GeoJson).await {
+        Ok(Some(now)) => err.with_current(now.into()),
+        // Gone meanwhile, or hidden from the caller's role: as it was.
+        _ => err,
+    }
 }
 
 /// The error of an atomic session that failed: its first failure (of an

@@ -11,6 +11,12 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 /// is not enough: a COMMIT pipelined behind a running statement would still
 /// be carried out once the statement ends; cancelled, the statement fails and
 /// that COMMIT rolls back.
+///
+/// A new guard counts as open too, until the end of a transaction has been
+/// seen: a connection whose backend was terminated while statements were
+/// being prepared fails that request, and must not fail the next one too
+/// (tokio-postgres may not have seen the socket close yet when the pool
+/// checks it).
 pub struct TxGuard {
     client: Option<Object>,
     open: AtomicBool,
@@ -23,7 +29,7 @@ impl TxGuard {
     pub fn new(client: Object, connector: MakeRustlsConnect) -> Self {
         TxGuard {
             client: Some(client),
-            open: AtomicBool::new(false),
+            open: AtomicBool::new(true),
             connector,
         }
     }
@@ -44,6 +50,11 @@ impl std::ops::Deref for TxGuard {
 impl Drop for TxGuard {
     fn drop(&mut self) {
         if let (true, Some(client)) = (*self.open.get_mut(), self.client.take()) {
+            if client.is_closed() {
+                // Nothing runs on a closed connection: nothing to cancel.
+                drop(Object::take(client));
+                return;
+            }
             let cancel = client.cancel_token();
             let connector = self.connector.clone();
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {

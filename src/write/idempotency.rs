@@ -14,8 +14,7 @@ use crate::catalog::Collection;
 use crate::db::statement::prepare;
 use crate::db::Database;
 use crate::error::Error;
-use crate::geometry::Crs;
-use crate::read::StoredFeature;
+use crate::read::{Rendering, StoredFeature};
 use crate::write::report::WriteReport;
 
 /// A write's idempotency key and what it claims.
@@ -68,8 +67,8 @@ pub struct Shown {
     pub coll: Arc<Collection>,
     /// Its key, as text.
     pub id: String,
-    /// The CRS of its geometry in the answer.
-    pub crs: Crs,
+    /// How it is shown: its encoding and the CRS of its geometry.
+    pub rendering: Rendering,
 }
 
 /// How a keyed write of features is answered. The answer is made before

@@ -21,8 +21,7 @@ use crate::catalog::Collection;
 use crate::db::Database;
 use crate::error::Error;
 use crate::feature::value::SqlValue;
-use crate::geometry::Crs;
-use crate::read::StoredFeature;
+use crate::read::{Rendering, StoredFeature};
 
 /// `If-Match`, `If-Unmodified-Since` and `If-None-Match`, as given.
 #[derive(Debug, Default, Clone)]
@@ -118,7 +117,8 @@ impl KeyedItem {
 }
 
 /// Replace, update or delete the feature keyed `id` if `pre` holds; the
-/// geometry in `values` and in the outcome is in `crs`. With `key`, the
+/// geometry in `values` is in `rendering`'s CRS, and the outcome's feature
+/// as `rendering` has it. With `key`, the
 /// change is left uncommitted with the key claimed.
 #[allow(clippy::too_many_arguments)]
 pub async fn change(
@@ -128,7 +128,7 @@ pub async fn change(
     change: ItemChange<'_>,
     values: &[SqlValue],
     pre: &Precondition,
-    crs: &Crs,
+    rendering: &Rendering,
     key: Option<&Idempotency>,
 ) -> Result<Changed, Error> {
     if !coll.could_be_key(id) {
@@ -139,7 +139,7 @@ pub async fn change(
     }
     let tags = pre.tags();
     let leading: [&(dyn ToSql + Sync); 3] = [&id, &tags, &pre.if_unmodified_since];
-    let sql = change_item(coll, change, crs);
+    let sql = change_item(coll, change, rendering);
     let (row, keyed) = match key {
         Some(idem) => {
             let (row, keyed) = keyed_query_one(db, coll, &sql, &leading, values, idem).await?;
@@ -168,17 +168,18 @@ pub async fn change(
 }
 
 /// Create the feature keyed `id` (PUT on a collection whose keys clients
-/// choose); in the keyed change's transaction when there is one.
+/// choose; geometry in `rendering`'s CRS), answered as `rendering` has it;
+/// in the keyed change's transaction when there is one.
 pub async fn create(
     db: &Database,
     coll: &Collection,
     id: &str,
     columns: &[usize],
     values: &[SqlValue],
-    crs: &Crs,
+    rendering: &Rendering,
     keyed: Option<&KeyedItem>,
 ) -> Result<StoredFeature, Error> {
-    let sql = insert_item(coll, columns, crs);
+    let sql = insert_item(coll, columns, rendering);
     let row = match keyed {
         Some(keyed) => {
             let params = params(&[&id], values);

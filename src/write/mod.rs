@@ -431,7 +431,7 @@ async fn read_back(
             client,
             &shown.coll,
             &shown.id,
-            &shown.crs,
+            &shown.rendering,
         )),
     ];
     let mut calls = Calls::new(calls);

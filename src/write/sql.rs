@@ -6,6 +6,7 @@ use crate::catalog::{Collection, ColumnType, Identity, ScalarType};
 use crate::db::quote_ident;
 use crate::geometry::Crs;
 use crate::read::sql as read_sql;
+use crate::read::{Encoding, Rendering};
 
 /// The parameter expression for column `ci` bound as `$n`; geometries come
 /// as EWKB in SRID `srid` (the request's CRS).
@@ -99,14 +100,15 @@ pub enum ItemChange<'a> {
 
 /// One statement that locks the feature keyed `$1`, checks the preconditions
 /// (`$2` If-Match tags, `$3` If-Unmodified-Since) and, when they hold, makes
-/// the change with values from `$4` on (geometry in `crs`). Its one row says
-/// whether the feature existed, whether the preconditions held, whether the
-/// change was made, and the feature as it is now.
-pub fn change_item(coll: &Collection, change: ItemChange<'_>, crs: &Crs) -> String {
+/// the change with values from `$4` on (geometry in `rendering`'s CRS). Its
+/// one row says whether the feature existed, whether the preconditions held,
+/// whether the change was made, and the feature as it is now, as `rendering`
+/// has it.
+pub fn change_item(coll: &Collection, change: ItemChange<'_>, rendering: &Rendering) -> String {
     change_item_then(
         coll,
         change,
-        crs,
+        (&rendering.crs, rendering.encoding),
         &format!(
             "SELECT (SELECT count(*) FROM cur) > 0, {ONE_ROW} AND EXISTS (SELECT FROM ok), done.* \
              FROM (SELECT) AS one LEFT JOIN done ON true"
@@ -135,7 +137,7 @@ pub fn change_item_strict(coll: &Collection, change: ItemChange<'_>, crs: &Crs) 
     change_item_then(
         coll,
         change,
-        crs,
+        (crs, Encoding::GeoJson),
         &format!(
             "SELECT CASE \
                WHEN NOT EXISTS (SELECT FROM cur) \
@@ -150,14 +152,24 @@ pub fn change_item_strict(coll: &Collection, change: ItemChange<'_>, crs: &Crs) 
     )
 }
 
-fn change_item_then(coll: &Collection, change: ItemChange<'_>, crs: &Crs, answer: &str) -> String {
+/// The statement of `change` (geometry in `crs`) that answers `answer`, the
+/// feature it returns encoded as `encoding`.
+fn change_item_then(
+    coll: &Collection,
+    change: ItemChange<'_>,
+    (crs, encoding): (&Crs, Encoding),
+    answer: &str,
+) -> String {
     let table = coll.qualified_name();
     let key = read_sql::key_equals(coll, 1).expect("only writable collections are changed");
     let last_modified = match coll.last_modified {
         Some(ci) => read_sql::col(coll, ci),
         None => "NULL::timestamptz".into(),
     };
-    let returning = format!("true, {}", read_sql::feature_columns(coll, crs));
+    let returning = format!(
+        "true, {}",
+        read_sql::feature_columns_as(coll, crs, encoding)
+    );
     let done = match change {
         ItemChange::Delete => format!(
             "DELETE FROM {table} AS t WHERE {key} AND EXISTS (SELECT FROM ok) \
@@ -213,8 +225,10 @@ fn exact_key(coll: &Collection, pk: usize) -> String {
     )
 }
 
-/// `INSERT` of a feature whose key (`$1`) the client chose, returning it as stored.
-pub fn insert_item(coll: &Collection, columns: &[usize], crs: &Crs) -> String {
+/// `INSERT` of a feature whose key (`$1`) the client chose (geometry in
+/// `rendering`'s CRS), returning it as stored, as `rendering` has it.
+pub fn insert_item(coll: &Collection, columns: &[usize], rendering: &Rendering) -> String {
+    let crs = &rendering.crs;
     let pk = coll
         .primary_key
         .expect("only writable collections are inserted into");
@@ -233,6 +247,6 @@ pub fn insert_item(coll: &Collection, columns: &[usize], crs: &Crs) -> String {
         coll.qualified_name(),
         names.join(", "),
         values.join(", "),
-        read_sql::feature_columns(coll, crs)
+        read_sql::feature_columns_as(coll, crs, rendering.encoding)
     )
 }

@@ -536,7 +536,7 @@ async fn the_api_key_command_makes_a_key_that_works() {
 }
 
 /// Two roles, and a table each sees only its own rows of.
-fn rls_setup() -> String {
+pub fn rls_setup() -> String {
     let roles =
         create_role("fp_test_field_a", "NOLOGIN") + &create_role("fp_test_field_b", "NOLOGIN");
     format!("{roles}{RLS_TABLE}")

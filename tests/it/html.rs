@@ -130,6 +130,7 @@ async fn pages_link_to_their_json_and_the_html_class_is_declared() {
         items,
         [
             ("application/geo+json", "/collections/places/items"),
+            ("application/fg+json", "/collections/places/items?f=jsonfg"),
             ("text/html", "/collections/places/items?f=html")
         ]
     );

@@ -47,7 +47,7 @@ async fn every_documented_operation_is_routed() {
             operations += 1;
         }
     }
-    assert_eq!(operations, 18);
+    assert_eq!(operations, 19);
     // Problem documents, the bulk report and the collection are described.
     for schema in [
         "SessionReport",
@@ -56,6 +56,7 @@ async fn every_documented_operation_is_routed() {
         "WriteReport",
         "BatchReport",
         "CollectionInfo",
+        "ChangesPage",
     ] {
         assert!(doc["components"]["schemas"][schema].is_object(), "{schema}");
     }

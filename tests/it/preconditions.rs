@@ -4,7 +4,8 @@
 
 use serde_json::json;
 
-use crate::support::TestApp;
+use crate::auth::sha256;
+use crate::support::{settings_file, TestApp};
 
 /// Client-chosen keys (PUT creates) and a last-modified column.
 const SETUP: &str = "CREATE TABLE sites (code text PRIMARY KEY, note text, \
@@ -135,4 +136,114 @@ async fn preconditions_hold_as_rfc_9110_says() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+const EDITOR: &str = "fp_precondition_editor_key";
+const WRITER: &str = "fp_precondition_writer_key";
+
+/// `method` on feature `a` of `sites` as `key`, with `If-Match: if_match`
+/// and `more` headers: a body for PUT and PATCH.
+async fn stale_write(
+    app: &TestApp,
+    (method, key): (&str, &str),
+    if_match: &str,
+    more: &[(&str, &str)],
+) -> crate::support::TestResponse {
+    let content_type = match method {
+        "PATCH" => "application/merge-patch+json",
+        _ => "application/geo+json",
+    };
+    let mut headers = vec![
+        ("x-api-key", key),
+        ("if-match", if_match),
+        ("content-type", content_type),
+    ];
+    headers.extend_from_slice(more);
+    let body = json!({"type": "Feature", "geometry": {"type": "Point", "coordinates": [1, 2]},
+                      "properties": {"note": "mine"}});
+    let body = (method != "DELETE").then(|| body.to_string());
+    app.send(method, "/collections/sites/items/a", &headers, body)
+        .await
+}
+
+#[tokio::test]
+async fn a_failed_if_match_tells_the_feature_as_it_is_now_to_whoever_may_read_it() {
+    let settings = format!(
+        "[api_keys.editor]\nsha256 = \"{}\"\nscope = \"read:* write:*\"\n\
+         [api_keys.writer]\nsha256 = \"{}\"\nscope = \"write:*\"\n",
+        sha256(EDITOR),
+        sha256(WRITER)
+    );
+    let path = settings_file("stale-writes", &settings);
+    let app = TestApp::with_config(SETUP, |c| {
+        c.auth = true;
+        c.settings = Some(path);
+    })
+    .await;
+    app.db
+        .client
+        .batch_execute(
+            "INSERT INTO sites (code, note, geom) VALUES ('a', 'theirs', 'SRID=4326;POINT(3 4)')",
+        )
+        .await
+        .unwrap();
+    let read = app
+        .send(
+            "GET",
+            "/collections/sites/items/a",
+            &[("x-api-key", EDITOR)],
+            None,
+        )
+        .await;
+    let (now, etag) = (read.body.clone(), read.headers["etag"].to_str().unwrap());
+    let stale = "\"0123456789abcdef0123456789abcdef\"";
+
+    for method in ["PUT", "PATCH", "DELETE"] {
+        let r = stale_write(&app, (method, EDITOR), stale, &[]).await;
+        assert_eq!(r.status, 412, "{method}: {r:?}");
+        assert_eq!(
+            r.body["type"],
+            "urn:featurepipe:problem:precondition-failed"
+        );
+        assert_eq!(format!("\"{}\"", r.body["etag"].as_str().unwrap()), etag);
+        assert_eq!(
+            r.body["feature"]["properties"], now["properties"],
+            "{method}"
+        );
+        assert_eq!(r.body["feature"]["geometry"], now["geometry"], "{method}");
+        // A key that may write but not read learns nothing of the feature.
+        let r = stale_write(&app, (method, WRITER), stale, &[]).await;
+        assert_eq!(r.status, 412, "{method}: {r:?}");
+        assert!(
+            r.body.get("feature").is_none() && r.body.get("etag").is_none(),
+            "{r:?}"
+        );
+    }
+    // In the CRS the write was in.
+    let epsg4326 = "<http://www.opengis.net/def/crs/EPSG/0/4326>";
+    let r = stale_write(&app, ("PATCH", EDITOR), stale, &[("content-crs", epsg4326)]).await;
+    assert_eq!(r.status, 412, "{r:?}");
+    assert_eq!(r.headers["content-crs"], epsg4326);
+    assert_eq!(r.body["feature"]["geometry"]["coordinates"], json!([4, 3]));
+
+    // An edit session's operation whose if_match fails.
+    let session = json!({"operations": [
+        {"op": "update", "collection": "sites", "id": "a", "if_match": stale,
+         "patch": {"properties": {"note": "mine"}}},
+    ]})
+    .to_string();
+    for (key, told) in [(EDITOR, true), (WRITER, false)] {
+        let headers = [("x-api-key", key), ("content-type", "application/json")];
+        let r = app
+            .send("POST", "/transactions", &headers, Some(session.clone()))
+            .await;
+        assert_eq!(r.status, 412, "{r:?}");
+        assert_eq!(r.body["feature"].is_object(), told, "{r:?}");
+        if told {
+            assert_eq!(format!("\"{}\"", r.body["etag"].as_str().unwrap()), etag);
+            assert_eq!(r.body["feature"]["properties"]["note"], "theirs");
+        }
+    }
+    let note = app.db.text("SELECT note FROM sites").await;
+    assert_eq!(note.as_deref(), Some("theirs"), "nothing was written");
 }

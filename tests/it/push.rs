@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -18,6 +19,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
+use tokio::sync::watch;
 
 use crate::support::{point, settings_file, Served, TestApp};
 use crate::tls::Ca;
@@ -79,12 +81,9 @@ impl std::fmt::Debug for Pushed {
     }
 }
 
-/// Run `featurepipe push` with `args` and `env`, `stdin` written to it.
-fn push(
-    args: &[&str],
-    env: &[(&str, &str)],
-    stdin: Option<Vec<u8>>,
-) -> impl std::future::Future<Output = Pushed> + 'static {
+/// `featurepipe push` with `args` and `env` (and none of the test's own
+/// settings of push), its output piped, killed if dropped.
+fn push_command(args: &[&str], env: &[(&str, &str)]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_featurepipe"));
     command
         .arg("push")
@@ -94,13 +93,23 @@ fn push(
         .env_remove("FEATUREPIPE_CA_FILE")
         .env_remove("SSL_CERT_DIR")
         .envs(env.iter().copied())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// Run `featurepipe push` with `args` and `env`, `stdin` written to it.
+fn push(
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<Vec<u8>>,
+) -> impl std::future::Future<Output = Pushed> + 'static {
+    let mut command = push_command(args, env);
+    if stdin.is_some() {
+        command.stdin(Stdio::piped());
+    }
     async move {
         let mut child = command.spawn().expect("featurepipe runs");
         if let Some(bytes) = stdin {
@@ -175,8 +184,11 @@ async fn a_rerun_after_a_partial_failure_writes_each_feature_once() {
     let served = Served::start(&app).await;
     let file = collection_file("rerun", 3000, false);
     let args = to_pts(&file, &served.url, "500");
-    // The batch of feature 1234 is refused whole; the others are written.
-    push(&args, &[], None).await.says(
+    // The batch of feature 1234 is refused whole; the others are written,
+    // four at a time, and told in the order of the input. (The rerun, one
+    // at a time, has the same keys: they do not depend on --jobs.)
+    let parallel = [args.as_slice(), &["--jobs", "4"]].concat();
+    push(&parallel, &[], None).await.says(
         false,
         &[
             "3000 read, 2500 written, 0 replayed, 500 not written",
@@ -356,20 +368,34 @@ async fn a_lost_answer_is_sent_again_with_the_same_key_and_written_once() {
 
 /// A front for a service, as deployments have one: it terminates TLS when
 /// given a certificate, passes each request on and notes its
-/// `Content-Encoding`. One that `refuses_gzip` answers a gzip body 415, as a
-/// service that takes no gzip does, and writes nothing for it.
+/// `Content-Encoding`, and does what its [`Conduct`] says besides.
 struct Front {
     /// `https://localhost:port` with TLS, `http://127.0.0.1:port` without.
     url: String,
     /// The `Content-Encoding` of each request it got, in order ("" for none).
     encodings: Arc<Mutex<Vec<String>>>,
+    /// How many answers it holds back (see [`Conduct::HoldsAfter`]).
+    held: watch::Receiver<usize>,
+}
+
+/// What a front does besides passing requests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Conduct {
+    /// Nothing.
+    Plain,
+    /// It answers a gzip body 415, as a service that takes no gzip does,
+    /// and writes nothing for it.
+    RefusesGzip,
+    /// It passes the service's first N answers on, and holds back every
+    /// later one: the service wrote the batch, the client never hears so.
+    HoldsAfter(usize),
 }
 
 /// The certificate (chain) and key a TLS front presents, PEM.
 type Presented = (String, String);
 
 impl Front {
-    async fn start(service: &Served, tls: Option<Presented>, refuses_gzip: bool) -> Front {
+    async fn start(service: &Served, tls: Option<Presented>, conduct: Conduct) -> Front {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let url = match tls {
@@ -391,11 +417,14 @@ impl Front {
             tokio_rustls::TlsAcceptor::from(Arc::new(config))
         });
         let encodings = Arc::new(Mutex::new(Vec::new()));
+        let (holding, held) = watch::channel(0);
         let pass = Pass {
             upstream: service.url.clone(),
             client: Client::builder(TokioExecutor::new()).build_http(),
             encodings: encodings.clone(),
-            refuses_gzip,
+            conduct,
+            answered: Arc::new(AtomicUsize::new(0)),
+            holding: Arc::new(holding),
         };
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
@@ -414,7 +443,11 @@ impl Front {
                 });
             }
         });
-        Front { url, encodings }
+        Front {
+            url,
+            encodings,
+            held,
+        }
     }
 
     /// The `Content-Encoding` of each request so far.
@@ -430,7 +463,11 @@ struct Pass {
     upstream: String,
     client: Client<HttpConnector, Incoming>,
     encodings: Arc<Mutex<Vec<String>>>,
-    refuses_gzip: bool,
+    conduct: Conduct,
+    /// The service's answers so far.
+    answered: Arc<AtomicUsize>,
+    /// The count of answers held back.
+    holding: Arc<watch::Sender<usize>>,
 }
 
 impl Pass {
@@ -441,7 +478,7 @@ impl Pass {
             .map_or("", |v| v.to_str().unwrap())
             .to_owned();
         self.encodings.lock().unwrap().push(encoding.clone());
-        if self.refuses_gzip && encoding == "gzip" {
+        if self.conduct == Conduct::RefusesGzip && encoding == "gzip" {
             let problem = json!({
                 "type": "urn:featurepipe:problem:unsupported-encoding",
                 "status": 415,
@@ -462,6 +499,12 @@ impl Pass {
             .map_err(|e| e.to_string())?;
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map_err(|e| e.to_string())?;
+        if let Conduct::HoldsAfter(passed) = self.conduct {
+            if self.answered.fetch_add(1, Ordering::SeqCst) >= passed {
+                self.holding.send_modify(|held| *held += 1);
+                std::future::pending::<()>().await;
+            }
+        }
         Ok(Response::from_parts(parts, Full::new(body.to_bytes())))
     }
 }
@@ -493,7 +536,8 @@ async fn over_https_with_the_ca_file_every_feature_lands_gzip_compressed() {
     let app = TestApp::new(KEYED).await;
     let served = Served::start(&app).await;
     let ca = Ca::new("featurepipe push test CA");
-    let front = Front::start(&served, Some(ca.sign("localhost", &["localhost"])), false).await;
+    let tls = Some(ca.sign("localhost", &["localhost"]));
+    let front = Front::start(&served, tls, Conduct::Plain).await;
     let ca_file = TempFile::new("ca.pem", &ca.pem());
     // What the system trusts here: a CA that signed nothing of this test.
     let other_ca = TempFile::new("other-ca.pem", &Ca::new("someone else's CA").pem());
@@ -581,7 +625,7 @@ async fn a_ca_file_that_cannot_be_used_stops_push_before_it_sends() {
 async fn a_service_that_refuses_gzip_gets_every_batch_once_uncompressed() {
     let app = TestApp::new(KEYED).await;
     let served = Served::start(&app).await;
-    let front = Front::start(&served, None, true).await;
+    let front = Front::start(&served, None, Conduct::RefusesGzip).await;
     let file = collection_file("no-gzip", 1000, true);
     push(&to_pts(&file, &front.url, "250"), &[], None)
         .await
@@ -600,5 +644,127 @@ async fn a_service_that_refuses_gzip_gets_every_batch_once_uncompressed() {
         1000
     );
     assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 1000);
+    std::fs::remove_file(file).unwrap();
+}
+
+#[tokio::test]
+async fn four_jobs_write_every_feature_once_each_batch_in_order() {
+    let app = TestApp::new(SERIAL).await;
+    let served = Served::start(&app).await;
+    let file = collection_file("jobs", 3000, false);
+    let args = to_pts(&file, &served.url, "100");
+    let parallel = [args.as_slice(), &["--jobs", "4"]].concat();
+    push(&parallel, &[], None).await.says(
+        true,
+        &[
+            "batches:  30 (0 replayed, 0 with features not written)",
+            "features: 3000 read, 3000 written, 0 replayed, 0 not written",
+        ],
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 3000);
+    assert_eq!(count(&app, "SELECT count(DISTINCT n) FROM pts").await, 3000);
+    // Within a batch the service numbers features in input order; batches
+    // sent at once take their numbers as the service writes them.
+    let out_of_order = "SELECT count(*) FROM (
+        SELECT id, lag(id) OVER (PARTITION BY n / 100 ORDER BY n) AS before FROM pts
+    ) AS batch WHERE id <= before";
+    assert_eq!(count(&app, out_of_order).await, 0);
+    std::fs::remove_file(file).unwrap();
+}
+
+#[tokio::test]
+async fn a_parallel_push_killed_with_batches_in_flight_resumes_exactly() {
+    let app = TestApp::new(SERIAL).await;
+    let served = Served::start(&app).await;
+    // Three answers reach push; the service writes four more batches whose
+    // answers never do: then push is killed.
+    let front = Front::start(&served, None, Conduct::HoldsAfter(3)).await;
+    let file = collection_file("killed", 2000, false);
+    let args = to_pts(&file, &front.url, "100");
+    let parallel = [args.as_slice(), &["--jobs", "4"]].concat();
+    let mut pushing = push_command(&parallel, &[]).spawn().unwrap();
+    let mut held = front.held.clone();
+    // Four answers held at once: four batches were in flight together.
+    let in_flight = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        held.wait_for(|held| *held == 4),
+    );
+    assert!(
+        in_flight.await.is_ok(),
+        "push never had four batches in flight"
+    );
+    pushing.kill().await.unwrap();
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 700);
+
+    // Run again (straight to the service): the seven batches written are
+    // replayed, whether their answers came or not; the others are written.
+    let resumed = [
+        to_pts(&file, &served.url, "100").as_slice(),
+        &["--jobs", "4"],
+    ]
+    .concat();
+    push(&resumed, &[], None).await.says(
+        true,
+        &[
+            "batches:  20 (7 replayed, 0 with features not written)",
+            "features: 2000 read, 1300 written, 700 replayed, 0 not written",
+        ],
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 2000);
+    assert_eq!(count(&app, "SELECT count(DISTINCT n) FROM pts").await, 2000);
+    std::fs::remove_file(file).unwrap();
+}
+
+#[tokio::test]
+async fn a_reload_after_truncate_is_replayed_until_a_new_run_is_named() {
+    let app = TestApp::new(KEYED).await;
+    let served = Served::start(&app).await;
+    let file = collection_file("reload", 2000, true);
+    let args = to_pts(&file, &served.url, "500");
+    push(&args, &[], None)
+        .await
+        .says(true, &["2000 read, 2000 written, 0 replayed"]);
+    let truncate = app.db.client.batch_execute("TRUNCATE pts");
+    truncate.await.unwrap();
+
+    // The same push again: the service remembers every batch's key, so it
+    // writes nothing, and push says so, with the way out. Everything it
+    // was given is loaded as far as the service knows: it succeeds.
+    let replayed = push(&args, &[], None).await;
+    replayed.says(
+        true,
+        &[
+            "2000 read, 0 written, 2000 replayed",
+            "replayed: nothing was written: an earlier push of this input wrote every batch",
+            "FEATUREPIPE_IDEMPOTENCY_TTL",
+            "give a name not used before: --run NAME",
+        ],
+    );
+    assert!(!replayed.stderr.contains("run:  "), "{replayed:?}");
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 0);
+
+    // A named run is a new load; the same name again resumes it.
+    let second = [args.as_slice(), &["--run", "second"]].concat();
+    let written = push(&second, &[], None).await;
+    written.says(
+        true,
+        &["run:      second", "2000 read, 2000 written, 0 replayed"],
+    );
+    assert!(
+        !written.stderr.contains("nothing was written"),
+        "{written:?}"
+    );
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM pts WHERE id = n").await,
+        2000
+    );
+    push(&second, &[], None).await.says(
+        true,
+        &[
+            "2000 read, 0 written, 2000 replayed",
+            "an earlier push of this input with --run second wrote every batch",
+        ],
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM pts").await, 2000);
     std::fs::remove_file(file).unwrap();
 }

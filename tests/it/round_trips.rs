@@ -4,10 +4,22 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{collection, point, via_proxy, TestApp, TestDb};
+use crate::support::{collection, point, settings_file, via_proxy, TestApp, TestDb};
 
 #[tokio::test]
 async fn a_whole_request_costs_one_round_trip() {
+    one_round_trip_per_request(false).await;
+}
+
+#[tokio::test]
+async fn a_change_feed_costs_no_round_trip() {
+    // Its trigger runs inside the same statements.
+    one_round_trip_per_request(true).await;
+}
+
+/// 1000 features cost one round trip warm (two cold), on a table with a
+/// change feed (`feed`) or without.
+async fn one_round_trip_per_request(feed: bool) {
     let db = TestDb::new(
         "CREATE TABLE r (
             id serial PRIMARY KEY,
@@ -25,6 +37,12 @@ async fn a_whole_request_costs_one_round_trip() {
     config.pool_size = 1;
     config.batch_size = 100;
     config.write_strategy = featurepipe::write::Strategy::Insert;
+    if feed {
+        config.settings = Some(settings_file(
+            "round-trips",
+            "[collections.r]\nchanges = true\n",
+        ));
+    }
     let app = TestApp::on(db, config).await;
 
     let body = |n: usize| collection((0..n).map(|i| point(0.0, 0.0, json!({"seq": i}))).collect());
@@ -45,6 +63,8 @@ async fn a_whole_request_costs_one_round_trip() {
     );
     assert_eq!(cold, 2, "the first request on a connection also prepares");
     assert_eq!(app.db.int("SELECT count(DISTINCT uid) FROM r").await, 2000);
+    let logged = app.db.int("SELECT count(*) FROM featurepipe.changes").await;
+    assert_eq!(logged, if feed { 2000 } else { 0 });
 }
 
 #[tokio::test]

@@ -20,13 +20,14 @@ pub enum Format {
 }
 
 /// The OpenAPI description of `f` on the resources that have a web page.
-pub const FORMAT_PARAM: &str = "Output format: json or html (a web page with a map for features); \
-     without f, HTML when Accept prefers text/html (as browsers send), else JSON";
+pub const FORMAT_PARAM: &str = "Output format: json or html (a web page with a map for features), \
+     and for features jsonfg (JSON-FG); without f, HTML when Accept prefers text/html (as browsers \
+     send), JSON-FG when it prefers application/fg+json, else JSON";
 
 /// Media types that mean a web page.
-const HTML_TYPES: [(&str, &str); 2] = [("text", "html"), ("application", "xhtml+xml")];
+pub const HTML_TYPES: [(&str, &str); 2] = [("text", "html"), ("application", "xhtml+xml")];
 /// Media types that mean the JSON representations.
-const JSON_TYPES: [(&str, &str); 2] = [("application", "json"), ("application", "geo+json")];
+pub const JSON_TYPES: [(&str, &str); 2] = [("application", "json"), ("application", "geo+json")];
 
 impl Format {
     /// The format asked for: `f` (json, geojson or html; any other is a
@@ -83,20 +84,7 @@ impl Format {
     /// HTML when `Accept` gives a web page a higher quality than JSON: a
     /// browser's `text/html,…,*/*;q=0.8`, but not `*/*` or no `Accept`.
     fn accepted(headers: &HeaderMap) -> Format {
-        let ranges: Vec<MediaRange> = headers
-            .get_all(header::ACCEPT)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(MediaRange::parse)
-            .collect();
-        let best = |types: &[(&str, &str)]| {
-            types
-                .iter()
-                .map(|t| quality(&ranges, t))
-                .fold(0.0, f32::max)
-        };
-        if best(&HTML_TYPES) > best(&JSON_TYPES) {
+        if accept_prefers(headers, &HTML_TYPES, &[&JSON_TYPES]) {
             Format::Html
         } else {
             Format::Json
@@ -114,8 +102,37 @@ impl Format {
 
 /// `path` (which may carry a query) with `f` set to `format`.
 pub fn with_format(path: &str, format: Format) -> String {
+    with_f(path, format.param())
+}
+
+/// `path` (which may carry a query) with `f` set to `value`.
+pub fn with_f(path: &str, value: &str) -> String {
     let separator = if path.contains('?') { '&' } else { '?' };
-    format!("{path}{separator}f={}", format.param())
+    format!("{path}{separator}f={value}")
+}
+
+/// Whether `Accept` gives one of `wanted` a higher quality than any of
+/// `others` (RFC 9110 12.5.1: the most specific range naming a type counts).
+pub fn accept_prefers(
+    headers: &HeaderMap,
+    wanted: &[(&str, &str)],
+    others: &[&[(&str, &str)]],
+) -> bool {
+    let ranges: Vec<MediaRange> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(MediaRange::parse)
+        .collect();
+    let best = |types: &[(&str, &str)]| {
+        types
+            .iter()
+            .map(|t| quality(&ranges, t))
+            .fold(0.0, f32::max)
+    };
+    let other = others.iter().map(|types| best(types)).fold(0.0, f32::max);
+    best(wanted) > other
 }
 
 /// Mark `response` as chosen by `Accept`, for caches.

@@ -1,0 +1,345 @@
+//! The capture side of a collection's change feed: the triggers that log
+//! every change to its table into `featurepipe.changes` (migration 7),
+//! installed when the catalog is read for collections with `changes = true`.
+//!
+//! Installing is idempotent and versioned: what is installed is checked
+//! first (the trigger function's comment names its version and key), and
+//! only what is missing or outdated is made again. Each time the triggers
+//! are created, the feed's epoch goes up: changes may have been made
+//! without them, so cursors of an earlier epoch are refused (410).
+
+use std::sync::Arc;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
+use tokio_postgres::GenericClient;
+
+use super::{Catalog, Collection};
+use crate::db::{quote_ident, StartupError};
+
+/// A collection's change feed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeFeed {
+    /// Not asked for: no `changes = true`.
+    Off,
+    /// Installed: changes to the table are logged under its oid.
+    On {
+        /// The table's oid (`featurepipe.changes.relid`).
+        relid: u32,
+    },
+    /// Asked for, but not installed; why, and what to run (for the log).
+    NotInstalled(String),
+}
+
+/// The channel the triggers notify, with the table's oid as the payload.
+pub const CHANNEL: &str = "featurepipe_changes";
+
+/// The trigger that logs each row's changes.
+const ROW_TRIGGER: &str = "featurepipe_changes";
+/// The trigger that starts a new epoch when the table is truncated.
+const TRUNCATE_TRIGGER: &str = "featurepipe_changes_truncate";
+
+/// The version of what is installed; a new one is installed over the old.
+const VERSION: u32 = 1;
+
+/// How long installing waits for a table's writers (`CREATE TRIGGER` waits
+/// for every transaction that wrote it to end): a table busy longer is
+/// tried again at the next poll, rather than keep the catalog waiting.
+const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '2s'";
+
+/// What came of installing the change feeds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Installing {
+    /// Something was made: the tables' fingerprint is another now.
+    pub made: bool,
+    /// A table was busy: try again soon, although nothing else changes.
+    pub again: bool,
+}
+
+/// Why a feed was not installed.
+enum Unmade {
+    /// The role may not; what to run, and as whom.
+    Refused(String),
+    /// The table's writers held it longer than [`LOCK_TIMEOUT`].
+    Busy(String),
+}
+
+/// What is installed for one table, as the database says.
+const STATUS: &str = "
+SELECT c.oid::int8 AS relid,
+       pg_get_userbyid(c.relowner)::text AS table_owner,
+       (SELECT pg_get_userbyid(n.nspowner)::text FROM pg_namespace n
+         WHERE n.nspname = 'featurepipe') AS schema_owner,
+       current_user::text AS role,
+       -- What the trigger functions, which run as their owner (this role),
+       -- and the installing need of the log.
+       has_table_privilege('featurepipe.changes', 'INSERT')
+         AND has_table_privilege('featurepipe.change_feeds', 'SELECT, INSERT, UPDATE')
+         AS log_writable,
+       (SELECT pg_get_userbyid(l.relowner)::text FROM pg_class l
+         WHERE l.oid = 'featurepipe.changes'::regclass) AS log_owner,
+       obj_description(f.oid, 'pg_proc') AS function_comment,
+       EXISTS (SELECT FROM pg_trigger t
+                WHERE t.tgrelid = c.oid AND t.tgname = 'featurepipe_changes'
+                  AND t.tgfoid = f.oid AND t.tgenabled <> 'D'
+                  AND t.tgtype = 29)  -- ROW, AFTER, INSERT, DELETE, UPDATE
+       AND EXISTS (SELECT FROM pg_trigger t
+                WHERE t.tgrelid = c.oid AND t.tgname = 'featurepipe_changes_truncate'
+                  AND t.tgfoid = 'featurepipe.changes_truncated()'::regprocedure
+                  AND t.tgenabled <> 'D'
+                  AND t.tgtype = 32)  -- STATEMENT, AFTER, TRUNCATE
+       AND EXISTS (SELECT FROM featurepipe.change_feeds r WHERE r.relid = c.oid)
+         AS triggers
+  FROM pg_class c
+  LEFT JOIN pg_proc f
+    ON f.oid = to_regprocedure(format('featurepipe.%I()', 'changes_' || c.oid))
+ WHERE c.oid = $1::text::regclass";
+
+/// The trigger function of the table with oid `relid`, keyed by `key`.
+fn function_name(relid: u32) -> String {
+    format!("featurepipe.{}", quote_ident(&format!("changes_{relid}")))
+}
+
+/// The comment that says which version of the function is installed, for which key.
+fn function_comment(key: &str) -> String {
+    format!("featurepipe change feed v{VERSION}, key {key}")
+}
+
+/// The trigger function logging the changes of table `relid` keyed by
+/// column `key`: its old key on UPDATE and DELETE, its new key on INSERT and
+/// on an UPDATE that changes it; then a notification (one per transaction:
+/// PostgreSQL folds equal ones). SECURITY DEFINER: whoever writes the table
+/// logs, and nobody can write the log directly.
+fn function_sql(relid: u32, key: &str) -> String {
+    let k = quote_ident(key);
+    let body = format!(
+        "BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO featurepipe.changes (relid, key) VALUES ({relid}, NEW.{k}::text);
+    ELSE
+        INSERT INTO featurepipe.changes (relid, key) VALUES ({relid}, OLD.{k}::text);
+        IF TG_OP = 'UPDATE' AND NEW.{k} IS DISTINCT FROM OLD.{k} THEN
+            INSERT INTO featurepipe.changes (relid, key) VALUES ({relid}, NEW.{k}::text);
+        END IF;
+    END IF;
+    PERFORM pg_notify('{CHANNEL}', '{relid}');
+    RETURN NULL;
+END"
+    );
+    // A dollar quote that the body (a column name, at worst) does not contain.
+    let quote = (0..)
+        .map(|n| format!("$featurepipe{n}$"))
+        .find(|q| !body.contains(q.as_str()))
+        .expect("some quote is free");
+    format!(
+        "CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql \
+         SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS {quote}{body}{quote};
+         COMMENT ON FUNCTION {name}() IS {comment}",
+        name = function_name(relid),
+        comment = quote_literal(&function_comment(key)),
+    )
+}
+
+/// The triggers on `table` (new: a new epoch of its feed begins).
+fn triggers_sql(relid: u32, table: &str) -> String {
+    format!(
+        "DROP TRIGGER IF EXISTS {ROW_TRIGGER} ON {table};
+         DROP TRIGGER IF EXISTS {TRUNCATE_TRIGGER} ON {table};
+         CREATE TRIGGER {ROW_TRIGGER} AFTER INSERT OR UPDATE OR DELETE ON {table}
+             FOR EACH ROW EXECUTE FUNCTION {function}();
+         CREATE TRIGGER {TRUNCATE_TRIGGER} AFTER TRUNCATE ON {table}
+             FOR EACH STATEMENT EXECUTE FUNCTION featurepipe.changes_truncated('{relid}');
+         INSERT INTO featurepipe.change_feeds (relid) VALUES ({relid})
+             ON CONFLICT (relid) DO UPDATE SET epoch = change_feeds.epoch + 1",
+        function = function_name(relid),
+    )
+}
+
+/// A string literal of `text`.
+fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// What [`status`] read.
+struct Status {
+    relid: u32,
+    table_owner: String,
+    schema_owner: String,
+    role: String,
+    log_writable: bool,
+    log_owner: String,
+    function_current: bool,
+    triggers: bool,
+}
+
+async fn status(
+    client: &impl GenericClient,
+    coll: &Collection,
+    key: &str,
+) -> Result<Status, tokio_postgres::Error> {
+    let row = client
+        .query_typed_one(STATUS, &[(&coll.qualified_name(), Type::TEXT)])
+        .await?;
+    let comment: Option<String> = row.get("function_comment");
+    Ok(Status {
+        relid: u32::try_from(row.get::<_, i64>("relid")).expect("an oid is 32 bits"),
+        table_owner: row.get("table_owner"),
+        schema_owner: row
+            .get::<_, Option<String>>("schema_owner")
+            .unwrap_or_default(),
+        role: row.get("role"),
+        log_writable: row.get("log_writable"),
+        log_owner: row.get("log_owner"),
+        function_current: comment.as_deref() == Some(function_comment(key).as_str()),
+        triggers: row.get("triggers"),
+    })
+}
+
+impl Catalog {
+    /// Install what the change feeds of the collections with `changes =
+    /// true` need and is not there yet; say for each whether it is on.
+    /// A feed the service's role may not install is logged with the
+    /// statement that lets it, and left off; the other collections are
+    /// served as usual; so is one whose table was busy, tried again soon.
+    pub async fn install_feeds(
+        &mut self,
+        client: &impl GenericClient,
+    ) -> Result<Installing, StartupError> {
+        let failed = |source| StartupError::Query {
+            doing: "installing a change feed",
+            source,
+        };
+        let mut installing = Installing::default();
+        for coll in self.collections.values_mut() {
+            if coll.changes == ChangeFeed::Off {
+                continue;
+            }
+            let pk = coll.primary_key.expect("checked with the settings");
+            let key = coll.columns[pk].name.clone();
+            let found = status(client, coll, &key).await.map_err(failed)?;
+            let relid = found.relid;
+            let feed = if found.function_current && found.triggers {
+                ChangeFeed::On { relid }
+            } else {
+                match install(client, coll, &key, &found).await.map_err(failed)? {
+                    Ok(()) => {
+                        installing.made = true;
+                        ChangeFeed::On { relid }
+                    }
+                    Err(Unmade::Refused(why)) => {
+                        tracing::error!(collection = %coll.id, "{why}");
+                        ChangeFeed::NotInstalled(why)
+                    }
+                    Err(Unmade::Busy(why)) => {
+                        tracing::warn!(collection = %coll.id, "{why}");
+                        installing.again = true;
+                        ChangeFeed::NotInstalled(why)
+                    }
+                }
+            };
+            if feed != coll.changes {
+                Arc::make_mut(coll).changes = feed;
+            }
+        }
+        Ok(installing)
+    }
+}
+
+/// Make what `found` lacks, under a savepoint; why not when the service's
+/// role may not, or the table is busy (nothing is then left half-made).
+async fn install(
+    client: &impl GenericClient,
+    coll: &Collection,
+    key: &str,
+    found: &Status,
+) -> Result<Result<(), Unmade>, tokio_postgres::Error> {
+    let table = coll.qualified_name();
+    let role = quote_ident(&found.role);
+    if !found.log_writable {
+        // Else the trigger would be made, and fail every write to the table.
+        let grant = format!(
+            "GRANT INSERT ON featurepipe.changes TO {role}; \
+             GRANT SELECT, INSERT, UPDATE ON featurepipe.change_feeds TO {role}"
+        );
+        return Ok(Err(Unmade::Refused(not_installed(
+            coll,
+            found,
+            "write the change log",
+            &found.log_owner,
+            &grant,
+        ))));
+    }
+    let function = (
+        function_sql(found.relid, key),
+        "create its trigger function in the schema featurepipe",
+        format!("GRANT CREATE ON SCHEMA featurepipe TO {role}"),
+        &found.schema_owner,
+    );
+    // New triggers with a new function too: a function replaced for a
+    // renamed key failed every write since, and logged nothing.
+    let triggers = (
+        triggers_sql(found.relid, &table),
+        "create triggers on the table",
+        format!("GRANT TRIGGER ON {table} TO {role}"),
+        &found.table_owner,
+    );
+    let steps = (!found.function_current).then_some(function);
+    client
+        .batch_execute(&format!("SAVEPOINT featurepipe_feed; {LOCK_TIMEOUT}"))
+        .await?;
+    for (sql, what, grant, owner) in steps.into_iter().chain([triggers]) {
+        let unmade = match client.batch_execute(&sql).await {
+            Ok(()) => continue,
+            Err(e) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => {
+                let message = e.as_db_error().map_or("", |d| d.message());
+                let what = format!("{what} ({message})");
+                Unmade::Refused(not_installed(coll, found, &what, owner, &grant))
+            }
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Unmade::Busy(format!(
+                "the change feed of '{}' is not installed yet: its table's writers held it \
+                 (a transaction open on it); tried again at the next poll of the catalog",
+                coll.id
+            )),
+            Err(e) => return Err(e),
+        };
+        client
+            .batch_execute("ROLLBACK TO SAVEPOINT featurepipe_feed")
+            .await?;
+        return Ok(Err(unmade));
+    }
+    client
+        .batch_execute("RELEASE SAVEPOINT featurepipe_feed")
+        .await?;
+    tracing::info!(collection = %coll.id, "change feed installed");
+    Ok(Ok(()))
+}
+
+/// Why the feed of `coll` is not installed: the role may not do `what`;
+/// `grant`, run as `owner`, lets it.
+fn not_installed(
+    coll: &Collection,
+    found: &Status,
+    what: &str,
+    owner: &str,
+    grant: &str,
+) -> String {
+    format!(
+        "the change feed of '{}' is not installed: the database role '{}' may not {what}. \
+         As '{owner}', run: {grant}; the feed is installed when the catalog is read again \
+         (at once after a GRANT on the table; else send NOTIFY featurepipe_reload or SIGHUP)",
+        coll.id, found.role
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_function_body_is_quoted_past_any_column_name() {
+        let sql = function_sql(42, "odd$featurepipe0$name");
+        assert!(sql.contains("AS $featurepipe1$BEGIN"), "{sql}");
+        assert!(sql.contains("NEW.\"odd$featurepipe0$name\"::text"), "{sql}");
+        assert!(sql.contains("'featurepipe change feed v1, key odd$featurepipe0$name'"));
+    }
+}

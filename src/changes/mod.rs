@@ -1,0 +1,147 @@
+//! Change feeds: what changed in a collection since a client's cursor, for
+//! clients that keep a copy (offline field apps, live maps). The triggers
+//! that log every change are installed with the catalog
+//! ([`crate::catalog::feed`]); this reads the log, waits for changes, and
+//! prunes it. docs/offline-sync.md explains why the cursor is safe.
+
+pub mod cursor;
+mod page;
+pub mod prune;
+pub mod wakeups;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::catalog::{ChangeFeed, Collection};
+use crate::db::Database;
+use crate::error::{Error, ErrorKind};
+use crate::geometry::Crs;
+use crate::read::StoredFeature;
+pub use cursor::Cursor;
+pub use page::check_cursor;
+use wakeups::{Wakeups, RECHECK};
+
+/// The longest a long poll waits (`wait`).
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// One feature that changed: as it is now, or gone.
+#[derive(Debug)]
+pub struct Change {
+    /// Its key, as text.
+    pub key: String,
+    /// The feature now; `None` when it is deleted (or the caller's role may
+    /// not see it any more).
+    pub feature: Option<StoredFeature>,
+}
+
+/// The changes after a cursor.
+#[derive(Debug)]
+pub struct Page {
+    /// Each changed feature once, in the order of its last change here.
+    pub changes: Vec<Change>,
+    /// Where the next page starts.
+    pub cursor: Cursor,
+    /// The limit cut the page short: ask again at once.
+    pub more: bool,
+}
+
+/// What the service keeps running for its change feeds: the wake-ups of
+/// long polls, and the pruning of the log.
+pub struct Feeds {
+    wakeups: Wakeups,
+    _pruning: Option<AbortOnDropHandle<()>>,
+}
+
+impl Feeds {
+    /// Start them for `db` (run as the service's role), when any collection
+    /// may have a feed (`any`): `LISTEN` when `listen`, and prune to `retention`.
+    pub async fn start(db: &Database, any: bool, listen: bool, retention: Duration) -> Feeds {
+        Feeds {
+            wakeups: Wakeups::start(db, any && listen).await,
+            _pruning: any.then(|| prune::every_interval(db.clone(), retention)),
+        }
+    }
+}
+
+impl Feeds {
+    /// How many requests wait for changes now (long polls, or reads about to).
+    pub fn waiting(&self) -> usize {
+        self.wakeups.waiting()
+    }
+}
+
+/// The table whose log holds the feed of `coll`: 404 for a collection
+/// without a feed, 503 for one whose feed could not be installed.
+pub fn relid(coll: &Collection) -> Result<u32, Error> {
+    match &coll.changes {
+        ChangeFeed::On { relid } => Ok(*relid),
+        ChangeFeed::Off => Err(Error::new(
+            ErrorKind::NoChangeFeed,
+            format!(
+                "collection '{}' publishes no change feed (changes = true in its settings)",
+                coll.id
+            ),
+        )),
+        ChangeFeed::NotInstalled(_) => Err(Error::new(
+            ErrorKind::FeedNotInstalled,
+            format!(
+                "the change feed of '{}' is not installed; the service's log says what to run",
+                coll.id
+            ),
+        )),
+    }
+}
+
+/// The cursor for "now": a new client takes it, then downloads the collection.
+pub async fn now(db: &Database, coll: &Collection) -> Result<Cursor, Error> {
+    page::now(db, coll, relid(coll)?).await
+}
+
+/// What to read: the collection, the position, how much, in which CRS.
+#[derive(Debug, Clone, Copy)]
+pub struct Follow<'a> {
+    /// The collection.
+    pub coll: &'a Collection,
+    /// Where the client is.
+    pub cursor: Cursor,
+    /// Most log entries per page.
+    pub limit: i64,
+    /// The CRS of the features' geometries.
+    pub crs: &'a Crs,
+}
+
+/// The changes after `follow.cursor`; when there are none yet, wait up to
+/// `wait` for one to be committed.
+pub async fn changes(
+    db: &Database,
+    feeds: &Feeds,
+    follow: Follow<'_>,
+    wait: Duration,
+) -> Result<Page, Error> {
+    let relid = relid(follow.coll)?;
+    check_cursor(&follow.cursor, follow.coll, relid)?;
+    let deadline = Instant::now() + wait.min(MAX_WAIT);
+    let mut cursor = follow.cursor;
+    loop {
+        // Before reading: a commit from now on wakes this waiter.
+        let mut wakeup = feeds.wakeups.subscribe(relid);
+        let work = (follow.coll, relid);
+        let (page, held_back) = page::since(db, work, cursor, follow.limit, follow.crs).await?;
+        if !page.changes.is_empty() || Instant::now() >= deadline {
+            return Ok(page);
+        }
+        cursor = page.cursor;
+        // Held back changes come out when an older transaction ends, which
+        // notifies nobody: look again soon.
+        let recheck = match held_back || !wakeup.listening() {
+            true => Instant::now() + RECHECK,
+            false => deadline,
+        };
+        tokio::select! {
+            () = wakeup.changed() => {}
+            () = tokio::time::sleep_until(recheck.min(deadline)) => {}
+        }
+    }
+}

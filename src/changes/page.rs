@@ -1,0 +1,245 @@
+//! The queries of a change feed: the position "now", and one page of
+//! changes since a cursor with each changed feature as it is when read.
+//! Each is one statement, so that the snapshot whose horizon bounds the
+//! page is the one its features are read in.
+
+use tokio_postgres::Row;
+
+use super::cursor::{collection_hash, Cursor};
+use super::{Change, Page};
+use crate::catalog::Collection;
+use crate::db::statement::prepare;
+use crate::db::Database;
+use crate::error::{Error, ErrorKind};
+use crate::geometry::Crs;
+use crate::read::{sql as read_sql, Encoding, StoredFeature};
+
+/// The horizon of this statement's snapshot: every transaction below it has
+/// finished (committed or rolled back), and no later one can log below it.
+const HORIZON: &str = "SELECT pg_snapshot_xmin(s) AS h, pg_snapshot_xmax(s) AS top \
+                       FROM pg_current_snapshot() AS s";
+
+/// `(SELECT FROM <table> LIMIT 0)`: naming the table makes the database
+/// check, before anything runs, that the role may read it (else 42501).
+fn readable(coll: &Collection) -> String {
+    format!("(SELECT FROM {} LIMIT 0)", coll.qualified_name())
+}
+
+/// The position "now" (the horizon) and the feed's epoch; `$1` the table's oid.
+fn now_sql(coll: &Collection) -> String {
+    format!(
+        "WITH horizon AS MATERIALIZED ({HORIZON}) \
+         SELECT h.h::text, f.epoch FROM horizon AS h \
+           LEFT JOIN featurepipe.change_feeds AS f ON f.relid = $1::int8::oid \
+           LEFT JOIN {} AS readable ON true",
+        readable(coll)
+    )
+}
+
+/// One page: `$1` the table's oid, `$2, $3` the cursor's position, `$4`
+/// the limit. The first columns describe the page (on every row, and on
+/// the one row of an empty page); then one row per changed feature, at the
+/// position of its last change in the page, with the feature as it is now
+/// (none: deleted, or hidden from the role by row-level security).
+///
+/// Only changes of transactions below the horizon are read: those can no
+/// longer change, and any later one logs above it. `more`: the limit cut
+/// the page short; `held_back`: later changes are committed but wait for an
+/// older transaction still open.
+fn page_sql(coll: &Collection, crs: &Crs) -> String {
+    let pk = coll.primary_key.expect("feeds are of tables with a key");
+    // Compared in the key's type, so that its index serves.
+    let key = format!(
+        "{} = l.key::{}",
+        read_sql::col(coll, pk),
+        coll.columns[pk].exact_type_sql
+    );
+    format!(
+        "WITH horizon AS MATERIALIZED ({HORIZON}),
+         entries AS MATERIALIZED (
+             SELECT c.tx, c.seq, c.key FROM featurepipe.changes AS c
+              WHERE c.relid = $1::int8::oid AND (c.tx, c.seq) > ($2::text::xid8, $3::int8)
+                AND c.tx < (SELECT h FROM horizon)
+              ORDER BY c.tx, c.seq LIMIT $4::int8 + 1),
+         page AS MATERIALIZED (
+             SELECT e.tx, e.seq, e.key FROM entries AS e ORDER BY e.tx, e.seq LIMIT $4::int8),
+         latest AS (
+             SELECT DISTINCT ON (p.key) p.key, p.tx, p.seq FROM page AS p
+              ORDER BY p.key, p.tx DESC, p.seq DESC),
+         meta AS (
+             SELECT h.h, h.top, f.epoch, f.pruned_below,
+                    (SELECT count(*) FROM entries) > $4::int8 AS more,
+                    EXISTS (SELECT FROM featurepipe.changes AS c
+                             WHERE c.relid = $1::int8::oid AND c.tx >= h.h
+                               AND (c.tx, c.seq) > ($2::text::xid8, $3::int8)) AS held_back,
+                    last.tx AS last_tx, last.seq AS last_seq
+               FROM horizon AS h
+               LEFT JOIN featurepipe.change_feeds AS f ON f.relid = $1::int8::oid
+               LEFT JOIN (SELECT p.tx, p.seq FROM page AS p
+                           ORDER BY p.tx DESC, p.seq DESC LIMIT 1) AS last ON true)
+         SELECT m.h::text, m.top::text, m.epoch, m.pruned_below::text, m.more, m.held_back,
+                m.last_tx::text, m.last_seq, l.key, f.feature, f.etag, f.last_modified
+           FROM meta AS m
+           LEFT JOIN (latest AS l LEFT JOIN LATERAL (
+                 {select} WHERE {key}) AS f(feature, etag, last_modified) ON true) ON true
+          ORDER BY l.tx, l.seq",
+        select = read_sql::select_features(coll, crs, Encoding::GeoJson),
+    )
+}
+
+/// A transaction id as PostgreSQL prints an `xid8`.
+fn xid(row: &Row, column: usize) -> Option<u64> {
+    row.get::<_, Option<String>>(column)
+        .map(|text| text.parse().expect("xid8 prints as a number"))
+}
+
+/// The feed's epoch on `row`, or 503 when the table's feed is not registered.
+fn epoch(row: &Row, column: usize, coll: &Collection) -> Result<i32, Error> {
+    row.get::<_, Option<i32>>(column).ok_or_else(|| {
+        Error::new(
+            ErrorKind::FeedNotInstalled,
+            format!(
+                "the change feed of '{}' is not installed any more; it is again when the catalog is next read",
+                coll.id
+            ),
+        )
+    })
+}
+
+/// The cursor for "now", for a new client to take before downloading the collection.
+pub async fn now(db: &Database, coll: &Collection, relid: u32) -> Result<Cursor, Error> {
+    let client = db.connection().await?;
+    let statement = prepare(&client, &now_sql(coll), db.naming())
+        .await
+        .map_err(|e| Error::database("preparing the change feed's query", &e))?;
+    crate::db::round_trips::round_trip();
+    let row = statement
+        .query_one(&client, &[&i64::from(relid)])
+        .await
+        .map_err(|e| Error::database("reading the change feed", &e))?;
+    Ok(Cursor {
+        collection: collection_hash(&coll.id),
+        relid,
+        epoch: epoch(&row, 1, coll)?,
+        tx: xid(&row, 0).expect("a snapshot has a horizon"),
+        seq: 0,
+    })
+}
+
+/// A 400 or 410 when `cursor` cannot be followed in the feed of `coll`
+/// (the table `relid` now), before any query.
+pub fn check_cursor(cursor: &Cursor, coll: &Collection, relid: u32) -> Result<(), Error> {
+    if cursor.collection != collection_hash(&coll.id) {
+        return Err(Error::new(
+            ErrorKind::InvalidCursor,
+            format!(
+                "'since' is a cursor of another collection than '{}'",
+                coll.id
+            ),
+        ));
+    }
+    if cursor.relid != relid {
+        return Err(expired(
+            coll,
+            "the collection's table was made again since this cursor was given",
+        ));
+    }
+    Ok(())
+}
+
+/// 410: the client downloads the collection again, and follows from a new cursor.
+fn expired(coll: &Collection, why: &str) -> Error {
+    Error::new(
+        ErrorKind::CursorExpired,
+        format!(
+            "{why}: download the collection '{}' again, taking a new cursor (GET …/changes without since) first",
+            coll.id
+        ),
+    )
+}
+
+/// The changes of `coll` (table `relid`) after `cursor`, at most `limit`
+/// log entries' worth; and whether later ones are held back by an older
+/// transaction still open.
+pub async fn since(
+    db: &Database,
+    (coll, relid): (&Collection, u32),
+    cursor: Cursor,
+    limit: i64,
+    crs: &Crs,
+) -> Result<(Page, bool), Error> {
+    let client = db.connection().await?;
+    let statement = prepare(&client, &page_sql(coll, crs), db.naming())
+        .await
+        .map_err(|e| Error::database("preparing the change feed's query", &e))?;
+    crate::db::round_trips::round_trip();
+    let position = cursor.tx.to_string();
+    let rows = statement
+        .query(
+            &client,
+            &[&i64::from(relid), &position, &cursor.seq, &limit],
+        )
+        .await
+        .map_err(|e| Error::database("reading the change feed", &e))?;
+    let meta = rows
+        .first()
+        .expect("the page's description is always a row");
+    let horizon = xid(meta, 0).expect("a snapshot has a horizon");
+    let top = xid(meta, 1).expect("a snapshot has an xmax");
+    if epoch(meta, 2, coll)? != cursor.epoch {
+        return Err(expired(
+            coll,
+            "the change feed started again (it was installed again, or the table truncated) since this cursor was given",
+        ));
+    }
+    if cursor.tx < xid(meta, 3).unwrap_or(0) {
+        return Err(expired(
+            coll,
+            "the changes after this cursor are older than the feed's history (FEATUREPIPE_CHANGES_RETENTION)",
+        ));
+    }
+    if cursor.tx > top {
+        return Err(Error::new(
+            ErrorKind::InvalidCursor,
+            "'since' names a position the feed has not reached: it is not a cursor this service gave",
+        ));
+    }
+    let more: bool = meta.get(4);
+    let held_back: bool = meta.get(5);
+    // A page that is not cut short ends at the horizon: every change below
+    // it is in this page or an earlier one.
+    let (tx, seq) = match (more, xid(meta, 6)) {
+        (true, Some(last)) => (last, meta.get(7)),
+        _ => (horizon, 0),
+    };
+    let next = Cursor { tx, seq, ..cursor }.max_position(cursor);
+    let changes = rows
+        .iter()
+        .filter_map(|row| {
+            let key: String = row.get::<_, Option<String>>(8)?;
+            let feature = row.get::<_, Option<String>>(9).map(|json| StoredFeature {
+                json,
+                etag: row.get(10),
+                last_modified: row.get(11),
+            });
+            Some(Change { key, feature })
+        })
+        .collect();
+    let page = Page {
+        changes,
+        cursor: next,
+        more,
+    };
+    Ok((page, held_back))
+}
+
+impl Cursor {
+    /// The later of the two positions.
+    fn max_position(self, other: Cursor) -> Cursor {
+        if (self.tx, self.seq) >= (other.tx, other.seq) {
+            self
+        } else {
+            other
+        }
+    }
+}
