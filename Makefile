@@ -21,8 +21,10 @@ screenshots:
 fuzz:
 	scripts/fuzz.sh
 
+# The matrix (bench/results.md), then what a change feed costs a write.
 bench:
 	scripts/bench.sh
+	scripts/changes-bench.sh
 
 bench-quick:
 	scripts/bench.sh --quick
