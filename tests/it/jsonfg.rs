@@ -303,6 +303,51 @@ async fn put_patch_and_transactions_take_json_fg() {
         app.db.text(at).await.as_deref(),
         Some("POINT(132000 651000) Islay")
     );
+    // A merge patch that says JSON-FG by its profile is read as JSON-FG, not
+    // as GeoJSON that ignores `place` (and says 204, having done nothing).
+    let profiled =
+        "application/merge-patch+json; profile=\"http://www.opengis.net/def/profile/OGC/0/jsonfg\"";
+    let place =
+        json!({"coordRefSys": BNG, "place": {"type": "Point", "coordinates": [132001, 651001]}});
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/Airport/items/13",
+            &[("content-type", profiled)],
+            Some(place.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    assert_eq!(
+        app.db.text(at).await.as_deref(),
+        Some("POINT(132001 651001) Islay")
+    );
+    // So is GeoJSON with the profile (the media type was lowercased before
+    // the profile's URI, with its "OGC", was compared).
+    let mut put = islay.clone();
+    put["place"]["coordinates"] = json!([132002, 651002]);
+    let geojson = profiled.replace("merge-patch", "geo");
+    let r = app
+        .send(
+            "PUT",
+            "/collections/Airport/items/13",
+            &[("content-type", geojson.as_str())],
+            Some(put.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    assert_eq!(
+        app.db.text(at).await.as_deref(),
+        Some("POINT(132002 651002) Islay Airport")
+    );
+    // OPTIONS names both patch formats.
+    let r = app
+        .send("OPTIONS", "/collections/Airport/items/13", &[], None)
+        .await;
+    assert_eq!(
+        r.headers["accept-patch"],
+        "application/merge-patch+json, application/fg+json"
+    );
     // A replacement given in WGS 84 only.
     let mut wgs84 = islay.clone();
     wgs84["place"] = Value::Null;
