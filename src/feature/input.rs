@@ -25,6 +25,8 @@ pub enum FeatureList {
     Array,
     /// Something else.
     NotArray,
+    /// Given more than once (its later values are read for their syntax only).
+    Repeated,
 }
 
 /// Read a whole body, handing each element of `features` to `on_feature`
@@ -53,7 +55,10 @@ fn body<'a>(
         body.members.is_object = true;
         let mut first = true;
         while let Some(name) = r.member_named(&mut first, &BODY_MEMBERS)? {
-            if name == FEATURES {
+            if name == FEATURES && body.features != FeatureList::Absent {
+                r.skip()?;
+                body.features = FeatureList::Repeated;
+            } else if name == FEATURES {
                 body.features = features(r, max_positions, on_feature)?;
             } else {
                 body.members

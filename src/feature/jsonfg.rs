@@ -312,16 +312,28 @@ fn feature_type_problem(raw: Option<&str>, coll: &Collection) -> Option<Problem>
     }
 }
 
-/// `measures` that say the coordinates carry measure values: not stored.
+/// `measures` that say the coordinates carry measure values (not stored),
+/// or that are not JSON-FG's object with a boolean `enabled`.
 fn measures_problem(raw: Option<&str>) -> Option<Problem> {
-    let value: Value = serde_json::from_str(raw?).ok()?;
-    (value.get("enabled") == Some(&Value::Bool(true))).then(|| {
-        problem(
+    let value: Value = serde_json::from_str(raw?).unwrap_or(Value::Null);
+    match value.as_object().map(|m| m.get("enabled")) {
+        Some(Some(Value::Bool(false))) => None,
+        Some(Some(Value::Bool(true))) => Some(problem(
             "/measures",
             "unsupported_measures",
             "measure values are not stored: featurepipe does not implement JSON-FG Measures",
-        )
-    })
+        )),
+        Some(_) => Some(problem(
+            "/measures/enabled",
+            MALFORMED,
+            "\"measures\" needs a boolean member \"enabled\"",
+        )),
+        None => Some(problem(
+            "/measures",
+            MALFORMED,
+            "\"measures\" is an object with a boolean member \"enabled\"",
+        )),
+    }
 }
 
 /// The problems of one feature's JSON-FG members; `root` when the feature

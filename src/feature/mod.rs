@@ -176,11 +176,15 @@ pub fn parse_body(body: &[u8], coll: &Collection, how: &Reading) -> Result<Parse
         rows = v.feature(0, None, &top.members).into_iter().collect();
         true
     } else if kind == Some(Kind::FeatureCollection) {
-        if top.features != FeatureList::Array {
-            return Err(malformed(
-                "a FeatureCollection needs an array member \"features\"",
-                "/features",
-            ));
+        match top.features {
+            FeatureList::Array => {}
+            FeatureList::Repeated => return Err(repeated_features()),
+            FeatureList::Absent | FeatureList::NotArray => {
+                return Err(malformed(
+                    "a FeatureCollection needs an array member \"features\"",
+                    "/features",
+                ))
+            }
         }
         false
     } else {
@@ -343,6 +347,13 @@ fn not_geojson() -> Error {
         "the body must be a GeoJSON Feature or FeatureCollection object",
         "/type",
     )
+}
+
+/// A body whose `features` member is given twice: the second would number
+/// its features from 0 again, so that no pointer or id could say which one
+/// it means.
+fn repeated_features() -> Error {
+    malformed("\"features\" is given more than once", "/features")
 }
 
 fn malformed(message: &str, pointer: &str) -> Error {

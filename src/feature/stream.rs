@@ -14,8 +14,8 @@ use bytes::Bytes;
 
 use super::input::{feature_element, top_member, Kind, TopMember};
 use super::{
-    invalid_json, malformed, not_geojson, not_utf8, parse_body, too_many_features, FeatureRow,
-    ParsedBody, Reading, Validator,
+    invalid_json, not_geojson, not_utf8, parse_body, repeated_features, too_many_features,
+    FeatureRow, ParsedBody, Reading, Validator,
 };
 use crate::catalog::Collection;
 use crate::error::Error;
@@ -62,7 +62,7 @@ pub fn parse_stream(
                 index: 0,
                 too_many: false,
                 kind: Kind::FeatureCollection,
-                features_array: true,
+                repeated: false,
             };
             let read = body.read(&mut w, at, on_row);
             Streamed::Rows(w.utf8_error().map_or_else(|| body.end(read), Err))
@@ -263,8 +263,8 @@ struct Body<'a> {
     too_many: bool,
     /// What the last `type` member said.
     kind: Kind,
-    /// The last `features` member was an array.
-    features_array: bool,
+    /// `features` was given again after the streamed one.
+    repeated: bool,
 }
 
 impl Body<'_> {
@@ -357,12 +357,8 @@ impl Body<'_> {
                 }
                 Place::Members { mut first } => {
                     let member = top_member(r, &mut first, self.how.limits.positions)?;
-                    let array = match member {
-                        Some(TopMember::Features) => Some(r.array()?),
-                        _ => None,
-                    };
-                    if array == Some(false) {
-                        r.skip()?;
+                    if let Some(TopMember::Features) = member {
+                        r.skip()?; // a second `features`: read for its syntax only
                     }
                     if r.position() > limit {
                         return Ok(false);
@@ -373,14 +369,8 @@ impl Body<'_> {
                             self.kind = kind;
                             Place::Members { first }
                         }
-                        Some(TopMember::Features) if array == Some(true) => {
-                            // A second array is read as a first (as `parse_body` does).
-                            self.features_array = true;
-                            self.index = 0;
-                            Place::Elements { first: true }
-                        }
                         Some(TopMember::Features) => {
-                            self.features_array = false;
+                            self.repeated = true;
                             Place::Members { first }
                         }
                         Some(TopMember::Other) => Place::Members { first },
@@ -406,11 +396,8 @@ impl Body<'_> {
         if self.kind != Kind::FeatureCollection {
             return Err(not_geojson());
         }
-        if !self.features_array {
-            return Err(malformed(
-                "a FeatureCollection needs an array member \"features\"",
-                "/features",
-            ));
+        if self.repeated {
+            return Err(repeated_features());
         }
         if self.v.total == 0 {
             return Ok(self.v.shapes.clone());

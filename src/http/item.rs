@@ -495,7 +495,11 @@ pub async fn options(
     Path((collection_id, _id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let coll = state.to_see(&caller, &collection_id)?;
-    let accepts = ("accept-patch", "application/merge-patch+json");
+    // A merge patch of GeoJSON, or of JSON-FG (its `place`, `time`).
+    let accepts = (
+        "accept-patch",
+        "application/merge-patch+json, application/fg+json",
+    );
     let allow = item_allow(&coll, &caller);
     Ok(options_response(
         allow,

@@ -256,7 +256,7 @@ pub fn reading(
 }
 
 /// Whether the body's `Content-Type` says JSON-FG: `application/fg+json`, or
-/// GeoJSON's with JSON-FG's profile.
+/// GeoJSON's, JSON's or a merge patch's with JSON-FG's profile.
 fn is_jsonfg(headers: &HeaderMap) -> bool {
     let value = headers
         .get(header::CONTENT_TYPE)
@@ -266,10 +266,13 @@ fn is_jsonfg(headers: &HeaderMap) -> bool {
     let mut parts = value.split(';').map(str::trim);
     match parts.next() {
         Some(jsonfg::MEDIA_TYPE) => true,
-        Some(GEOJSON) => parts.any(|p| {
+        Some(GEOJSON | "application/json" | "application/merge-patch+json") => parts.any(|p| {
+            // The value was lowercased with the rest; a profile may be a list.
             p.strip_prefix("profile=").is_some_and(|v| {
+                let jsonfg = crate::feature::jsonfg::PROFILE_PREFIX.to_ascii_lowercase();
                 v.trim_matches('"')
-                    .starts_with(crate::feature::jsonfg::PROFILE_PREFIX)
+                    .split_whitespace()
+                    .any(|uri| uri.starts_with(&jsonfg))
             })
         }),
         _ => false,

@@ -34,8 +34,8 @@ pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
 }
 
 /// JSON-FG's `time` of the row `t`: null when its columns are; an instant
-/// as `date` or `timestamp`, an interval with `..` for a NULL (or infinite)
-/// end.
+/// as `date` or `timestamp`, an interval with `..` for a NULL (or infinite,
+/// or unwritable) end.
 fn time(coll: &Collection, t: Temporal) -> String {
     let member = t.kind.member();
     match t.end {
@@ -56,7 +56,8 @@ fn time(coll: &Collection, t: Temporal) -> String {
 
 /// Column `ci`'s value as JSON-FG writes it: a full-date, or a timestamp
 /// in UTC with `Z` (a `timestamp` column's values are taken as UTC, as
-/// featurepipe writes them); NULL when it is NULL or infinite.
+/// featurepipe writes them); NULL when it is NULL, infinite or out of
+/// RFC 3339's four-digit years (a BC date would read "… BC").
 fn text(coll: &Collection, ci: usize) -> String {
     let c = col(coll, ci);
     // Cast to the base type: the column may be of a domain over it. JSON's
@@ -67,5 +68,8 @@ fn text(coll: &Collection, ci: usize) -> String {
         ColumnType::Scalar(ScalarType::Timestamp) => (format!("{c}::timestamp"), " || 'Z'"),
         _ => (format!("({c}::timestamptz AT TIME ZONE 'UTC')"), " || 'Z'"),
     };
-    format!("CASE WHEN isfinite({value}) THEN (to_json({value}) #>> '{{}}'){zone} END")
+    format!(
+        "CASE WHEN {value} >= '0001-01-01' AND {value} < '10000-01-01' \
+         THEN (to_json({value}) #>> '{{}}'){zone} END"
+    )
 }

@@ -188,7 +188,10 @@ async fn api_keys_grant_read_and_write_per_collection() {
         .send("OPTIONS", "/collections/pts/items/1", &as_editor, None)
         .await;
     assert_eq!(r.headers["allow"], "GET, HEAD, PUT, PATCH, DELETE, OPTIONS");
-    assert_eq!(r.headers["accept-patch"], "application/merge-patch+json");
+    assert_eq!(
+        r.headers["accept-patch"],
+        "application/merge-patch+json, application/fg+json"
+    );
     let r = app
         .send("OPTIONS", "/collections/other/items", &as_editor, None)
         .await;

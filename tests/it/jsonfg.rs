@@ -303,6 +303,51 @@ async fn put_patch_and_transactions_take_json_fg() {
         app.db.text(at).await.as_deref(),
         Some("POINT(132000 651000) Islay")
     );
+    // A merge patch that says JSON-FG by its profile is read as JSON-FG, not
+    // as GeoJSON that ignores `place` (and says 204, having done nothing).
+    let profiled =
+        "application/merge-patch+json; profile=\"http://www.opengis.net/def/profile/OGC/0/jsonfg\"";
+    let place =
+        json!({"coordRefSys": BNG, "place": {"type": "Point", "coordinates": [132001, 651001]}});
+    let r = app
+        .send(
+            "PATCH",
+            "/collections/Airport/items/13",
+            &[("content-type", profiled)],
+            Some(place.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    assert_eq!(
+        app.db.text(at).await.as_deref(),
+        Some("POINT(132001 651001) Islay")
+    );
+    // So is GeoJSON with the profile (the media type was lowercased before
+    // the profile's URI, with its "OGC", was compared).
+    let mut put = islay.clone();
+    put["place"]["coordinates"] = json!([132002, 651002]);
+    let geojson = profiled.replace("merge-patch", "geo");
+    let r = app
+        .send(
+            "PUT",
+            "/collections/Airport/items/13",
+            &[("content-type", geojson.as_str())],
+            Some(put.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    assert_eq!(
+        app.db.text(at).await.as_deref(),
+        Some("POINT(132002 651002) Islay Airport")
+    );
+    // OPTIONS names both patch formats.
+    let r = app
+        .send("OPTIONS", "/collections/Airport/items/13", &[], None)
+        .await;
+    assert_eq!(
+        r.headers["accept-patch"],
+        "application/merge-patch+json, application/fg+json"
+    );
     // A replacement given in WGS 84 only.
     let mut wgs84 = islay.clone();
     wgs84["place"] = Value::Null;
@@ -485,6 +530,31 @@ async fn what_featurepipe_cannot_take_is_told_with_pointers() {
             422,
             "/measures",
             "unsupported_measures",
+        ),
+        (
+            json!({"measures": "yes"}),
+            400,
+            "/measures",
+            "invalid_geojson",
+        ),
+        (
+            json!({"measures": {"enabled": "true"}}),
+            400,
+            "/measures/enabled",
+            "invalid_geojson",
+        ),
+        // Year 0000 is 1 BC to PostgreSQL, which no RFC 3339 text reads back as.
+        (
+            json!({"time": {"timestamp": "0000-01-01T00:00:00Z"}}),
+            422,
+            "/time/timestamp",
+            "invalid_time",
+        ),
+        (
+            json!({"time": {"interval": ["0000-12-31", ".."]}}),
+            422,
+            "/time/interval/0",
+            "invalid_time",
         ),
     ] {
         let r = post(feature(members.clone())).await;
@@ -900,6 +970,36 @@ async fn time_is_stored_in_the_temporal_columns_and_read_back() {
     assert_eq!(
         r.body["properties"]["observed"]["x-ogc-role"],
         "primary-instant"
+    );
+}
+
+#[tokio::test]
+async fn times_no_rfc_3339_text_can_say_are_read_as_unknown() {
+    let app = app().await;
+    // Written by plain SQL: before year 1, or past year 9999.
+    app.db
+        .client
+        .batch_execute(
+            "INSERT INTO sightings (observed, geom) VALUES
+               ('0001-01-01 00:00:00+00 BC', 'SRID=4326;POINT(7 50)'),
+               ('10000-01-01 00:00:00+00', 'SRID=4326;POINT(7 50)');
+             INSERT INTO events (starts, ends, geom) VALUES
+               ('0044-03-15 BC', '2024-01-01', 'SRID=4326;POINT(7 50)'),
+               ('2024-01-01', '12024-01-01', 'SRID=4326;POINT(7 50)')",
+        )
+        .await
+        .unwrap();
+    let r = read_fg(&app, "/collections/sightings/items").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(each(&r.body, "time"), [&json!(null), &json!(null)]);
+    let r = read_fg(&app, "/collections/events/items").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        each(&r.body, "time"),
+        [
+            &json!({"interval": ["..", "2024-01-01"]}),
+            &json!({"interval": ["2024-01-01", ".."]}),
+        ]
     );
 }
 

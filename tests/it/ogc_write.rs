@@ -330,7 +330,10 @@ async fn options_and_media_types() {
         .send("OPTIONS", "/collections/sites/items/1", &[], None)
         .await;
     assert_eq!(r.headers["allow"], "GET, HEAD, PUT, PATCH, DELETE, OPTIONS");
-    assert_eq!(r.headers["accept-patch"], "application/merge-patch+json");
+    assert_eq!(
+        r.headers["accept-patch"],
+        "application/merge-patch+json, application/fg+json"
+    );
     let r = app
         .send("OPTIONS", "/collections/frozen/items/1", &[], None)
         .await;

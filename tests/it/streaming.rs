@@ -226,6 +226,30 @@ async fn a_keyed_stream_is_replayed_and_a_different_body_refused() {
     assert_eq!(count(&app).await, 5_000);
 }
 
+#[tokio::test]
+async fn a_features_member_given_twice_is_refused_streamed_or_whole() {
+    let app = TestApp::with_config(TABLE, streaming).await;
+    // JSON leaves repeated names to the reader; a second `features` would
+    // number its features from 0 again, so that pointers and ids could not
+    // say which feature they mean.
+    for n in [20_000, 3] {
+        let first = body_text(n);
+        let first = first.trim_end().strip_suffix('}').unwrap();
+        let again = body_text(3);
+        let again = again
+            .trim_end()
+            .strip_prefix("{\"type\":\"FeatureCollection\"")
+            .unwrap();
+        let body = [Bytes::from(first.to_owned()), Bytes::from(again.to_owned())];
+        let r = post_stream(&app, body.into_iter(), &[]).await;
+        // Not `{r:?}`: an answer of 20,000 ids would drown the message.
+        assert_eq!(r.status, 400, "{n}: {}", r.body["detail"]);
+        assert_eq!(r.headers["content-type"], "application/problem+json");
+        assert_eq!(r.body["errors"][0]["pointer"], "/features", "{n}: {r:?}");
+        assert_eq!(count(&app).await, 0, "{n}");
+    }
+}
+
 /// The head of a request for `len` bytes of GeoJSON on `addr`.
 fn request_head(addr: &str, len: usize) -> String {
     format!(

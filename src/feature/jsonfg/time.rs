@@ -1,7 +1,7 @@
 //! JSON-FG's `time`: checked as the specification defines it, and mapped
 //! onto the columns a collection stores it in (its `time` setting).
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime};
 use serde_json::Value;
 
 use super::{problem, Problem};
@@ -195,13 +195,20 @@ fn day(date: NaiveDate) -> Span {
     }
 }
 
-/// `YYYY-MM-DD` (RFC 3339 full-date).
+/// `YYYY-MM-DD` (RFC 3339 full-date) of year 0001 or later.
 fn date(text: &str) -> Option<Span> {
     let digits = text.len() == 10 && text.as_bytes()[4] == b'-' && text.as_bytes()[7] == b'-';
     digits
         .then(|| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok())
         .flatten()
         .map(day)
+        .filter(from_year_one)
+}
+
+/// RFC 3339's year 0000 is 1 BC to PostgreSQL, which reads it back as no
+/// RFC 3339 text: such times are refused rather than stored.
+fn from_year_one(span: &Span) -> bool {
+    span.start.year() >= 1
 }
 
 /// An RFC 3339 date-time in UTC (`Z`), as JSON-FG's timestamps are.
@@ -217,6 +224,7 @@ fn timestamp(text: &str) -> Option<Span> {
         end: t,
         date: false,
     })
+    .filter(from_year_one)
 }
 
 /// Check a `time` value (JSON-FG /req/core/instant, interval,
@@ -244,13 +252,13 @@ pub fn parse(raw: &str) -> Result<Option<Time>, Problem> {
         (
             "date",
             read_date,
-            "an RFC 3339 full-date (YYYY-MM-DD)",
+            "an RFC 3339 full-date (YYYY-MM-DD) of year 0001 or later",
             &mut time.date,
         ),
         (
             "timestamp",
             timestamp,
-            "an RFC 3339 date-time in UTC (…T…Z)",
+            "an RFC 3339 date-time in UTC (…T…Z) of year 0001 or later",
             &mut time.timestamp,
         ),
     ];
@@ -306,7 +314,9 @@ fn interval(v: &Value) -> Result<(Span, Ends), (String, String)> {
         bounds[i] = Some(date(text).or_else(|| timestamp(text)).ok_or_else(|| {
             (
                 format!("/interval/{i}"),
-                format!("{end} is not '..', a full-date or a date-time in UTC"),
+                format!(
+                    "{end} is not '..', a full-date or a date-time in UTC, of year 0001 or later"
+                ),
             )
         })?);
         texts[i] = Some(text.to_owned());
