@@ -272,6 +272,12 @@ pub fn encode_ewkb(json: &str, column: &GeometryColumn) -> Result<Vec<u8>, Geome
     encode_geometry(&geometry, column, &Crs::crs84())
 }
 
+/// The largest x or y a position may have, in any CRS: no CRS reaches 10⁹
+/// of its units on Earth (the equator is 4·10⁷ m, 1.3·10⁸ ft, 360°). PROJ
+/// cannot transform a position far beyond, and one stored would fail every
+/// read in another CRS (CRS84, the default), and the collection's extent.
+pub const MAX_COORDINATE: f64 = 1e9;
+
 /// Encode a geometry read with its feature, in `crs`, as EWKB for `column`.
 /// The EWKB carries the SRID of `crs` and x/y in easting, northing order.
 pub fn encode_geometry(
@@ -537,6 +543,7 @@ impl Encoder {
     fn position(&mut self, value: &Coords) -> Result<[f64; 3], GeometryError> {
         if let Coords::Position(xyz, n) = value {
             self.check_len(*n as usize)?;
+            self.check_reach(xyz)?;
             return Ok(self.write_position(*xyz));
         }
         let arr = self.array(value)?;
@@ -557,7 +564,22 @@ impl Encoder {
             self.path.pop();
             xyz[i] = n;
         }
+        self.check_reach(&xyz)?;
         Ok(self.write_position(xyz))
+    }
+
+    /// x and y within [`MAX_COORDINATE`] of the origin.
+    fn check_reach(&self, xyz: &[f64; 3]) -> Result<(), GeometryError> {
+        if xyz[0].abs() <= MAX_COORDINATE && xyz[1].abs() <= MAX_COORDINATE {
+            return Ok(());
+        }
+        Err(self.invalid(
+            "invalid_coordinates",
+            format!(
+                "a coordinate beyond ±{MAX_COORDINATE:e}: no CRS reaches that far, and \
+                 such a position could not be transformed into another CRS"
+            ),
+        ))
     }
 
     /// A position has 2 or 3 numbers, as many as the geometry's others.

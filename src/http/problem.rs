@@ -89,7 +89,7 @@ impl Wrong {
                 K::Refused(Refusal::Changed) => (S::PRECONDITION_FAILED, "write-failed"),
                 K::Refused(Refusal::Unfit) => (S::UNPROCESSABLE_ENTITY, "write-failed"),
                 K::Refused(Refusal::NotPermitted) => (S::FORBIDDEN, "write-failed"),
-                K::Refused(Refusal::Fault) => (S::INTERNAL_SERVER_ERROR, "write-failed"),
+                K::Refused(Refusal::Fault) => (S::INTERNAL_SERVER_ERROR, "database-error"),
                 K::Refused(Refusal::Busy) | K::Unavailable => {
                     (S::SERVICE_UNAVAILABLE, "database-unavailable")
                 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::catalog::Collection;
 use crate::db::Database;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind, Refusal};
 
 /// How long an extent is served before it is computed again.
 pub const EXTENT_REFRESH: Duration = Duration::from_secs(300);
@@ -45,7 +45,17 @@ impl ExtentCache {
                 return Ok(bbox);
             }
         }
-        let bbox = super::extent(db, coll).await?;
+        let bbox = match super::extent(db, coll).await {
+            Ok(bbox) => bbox,
+            // A row no CRS84 box can hold (stored by another program far
+            // outside its CRS) must not take the collection list down:
+            // served without an extent, which is optional, until the next try.
+            Err(e) if matches!(e.kind(), ErrorKind::Refused(r) if r != Refusal::Busy) => {
+                tracing::warn!(collection = %coll.id, error = %e, "the extent cannot be computed; served without one");
+                None
+            }
+            Err(e) => return Err(e),
+        };
         *last = Some((Instant::now(), bbox));
         Ok(bbox)
     }

@@ -180,3 +180,51 @@ async fn writes_honour_content_crs() {
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.body["type"], "urn:featurepipe:problem:unsupported-crs");
 }
+
+/// A coordinate no CRS of the collection can express (far outside the
+/// projection's domain) is a client's mistake, not a fault: a 422 at the
+/// feature's geometry whichever CRS it was sent in, and nothing written.
+/// One stored by plain SQL does not take the collection list down with it.
+#[tokio::test]
+async fn coordinates_outside_a_projection_are_refused_and_do_not_poison_reads() {
+    let app = TestApp::new(SETUP).await;
+    let absurd = || point(1e308, -1e308, json!({}));
+    for (crs, body) in [
+        (UTM32, absurd()),
+        (CRS84, absurd()),
+        (UTM32, collection((0..150).map(|_| absurd()).collect())),
+    ] {
+        let r = app
+            .send(
+                "POST",
+                "/collections/parcels/items",
+                &[
+                    ("content-type", "application/geo+json"),
+                    ("content-crs", crs),
+                ],
+                Some(body.to_string()),
+            )
+            .await;
+        assert_eq!(r.status, 422, "{crs}: {r:?}");
+        assert_eq!(r.headers["content-type"], "application/problem+json");
+        let pointer = r.body["errors"][0]["pointer"].as_str().unwrap_or_default();
+        assert!(pointer.contains("/geometry"), "{r:?}");
+        assert_eq!(r.body["errors"][0]["code"], "invalid_coordinates");
+    }
+    assert_eq!(app.db.int("SELECT count(*) FROM parcels").await, 1);
+    // Stored behind the service's back: the list still answers, without
+    // that collection's extent; its features are a database error, not a
+    // failed write.
+    app.db
+        .client
+        .batch_execute(
+            "INSERT INTO parcels (geom) VALUES ('SRID=25832;POINT(1e308 -1e308)'); ANALYZE parcels",
+        )
+        .await
+        .unwrap();
+    let r = app.get("/collections").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = app.get("/collections/parcels/items").await;
+    assert_eq!(r.status, 500, "{r:?}");
+    assert_eq!(r.body["type"], "urn:featurepipe:problem:database-error");
+}
