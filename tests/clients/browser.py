@@ -20,16 +20,10 @@ import urllib.request
 from playwright.sync_api import expect, sync_playwright
 
 CHROMIUM = os.environ.get("FEATUREPIPE_TEST_CHROMIUM", "/usr/bin/chromium")
-# The machine has no network: nothing may try to reach out.
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+# The machine has no network: nothing may try to reach out. The flags are
+# those of tests/it/chromium.rs too.
+with open(os.path.join(os.path.dirname(__file__), "chromium-flags.txt")) as flags:
+    FLAGS = flags.read().split()
 BLUE = (28, 95, 179)  # features
 ORANGE = (232, 137, 12)  # the selected feature
 

@@ -20,19 +20,11 @@ impl Chromium {
             .unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
         let profile = scratch_dir("chromium", 0o700);
         // The machine's network is closed: without the background-networking
-        // flags Chromium keeps trying to reach Google, and is refused.
+        // flags Chromium keeps trying to reach Google, and is refused. The
+        // flags are those Playwright starts it with too (tests/clients/browser.py).
         let child = Command::new(&program)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
-            ])
+            .args(["--headless", "--disable-dev-shm-usage"])
+            .args(include_str!("../clients/chromium-flags.txt").split_whitespace())
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg(url)
             .stdout(std::process::Stdio::null())
