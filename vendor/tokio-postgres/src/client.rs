@@ -636,6 +636,18 @@ impl Client {
         copy_in::copy_in(self.inner(), statement).await
     }
 
+    /// featurepipe: like `copy_in`, without waiting for the server to accept the `COPY`: the
+    /// copy data follows the statement in the same flight, and a refusal of the `COPY` is
+    /// returned by the sink's `finish`, the connection still usable (see vendor/README.md).
+    pub async fn copy_in_pipelined<T, U>(&self, statement: &T) -> Result<CopyInSink<U>, Error>
+    where
+        T: ?Sized + ToStatement,
+        U: Buf + 'static + Send,
+    {
+        let statement = statement.__convert().into_statement(&self.inner).await?;
+        copy_in::copy_in_pipelined(self.inner(), statement).await
+    }
+
     /// Executes a `COPY TO STDOUT` statement, returning a stream of the resulting data.
     ///
     /// PostgreSQL does not support parameters in `COPY` statements, so this method does not take any.

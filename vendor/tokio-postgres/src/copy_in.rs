@@ -81,6 +81,8 @@ pin_project! {
         responses: Responses,
         buf: BytesMut,
         state: SinkState,
+        // featurepipe: BindComplete and CopyInResponse are still to be read (`copy_in_pipelined`).
+        starting: bool,
         _p2: PhantomData<T>,
     }
 }
@@ -110,6 +112,7 @@ where
                 SinkState::Reading => {
                     let this = self.as_mut().project();
                     match ready!(this.responses.poll_next(cx))? {
+                        Message::BindComplete | Message::CopyInResponse(_) if *this.starting => {}
                         Message::CommandComplete(body) => {
                             let rows = extract_row_affected(&body)?;
                             return Poll::Ready(Ok(rows));
@@ -220,6 +223,50 @@ where
         responses,
         buf: BytesMut::new(),
         state: SinkState::Active,
+        starting: false,
+        _p2: PhantomData,
+    })
+}
+
+/// featurepipe: like `copy_in`, but the sink is returned at once, so that the copy data follows
+/// the `COPY` statement in the same flight, before the server's CopyInResponse.
+///
+/// The statement goes without the Sync `copy_in` sends after it; the only Sync is the one that
+/// ends the copy (after CopyDone, or CopyFail if the sink is dropped). A `COPY` the server refuses
+/// at its start (no privilege, a dropped table) is then like one refused midway: the server
+/// discards every message up to that Sync and answers one ReadyForQuery, so the connection stays
+/// in step. (`copy_in`'s own Sync would add a second ReadyForQuery in that case.) The refusal is
+/// returned by `finish`.
+pub async fn copy_in_pipelined<T>(
+    client: &InnerClient,
+    statement: Statement,
+) -> Result<CopyInSink<T>, Error>
+where
+    T: Buf + 'static + Send,
+{
+    debug!("executing pipelined copy in statement {}", statement.name());
+
+    let buf = client.with_buf(|buf| {
+        query::encode_bind(&statement, slice_iter(&[]), "", buf)?;
+        frontend::execute("", 0, buf).map_err(Error::encode)?;
+        Ok(buf.split().freeze())
+    })?;
+
+    let (mut sender, receiver) = mpsc::channel(1);
+    let receiver = CopyInReceiver::new(receiver);
+    let responses = client.send(RequestMessages::CopyIn(receiver))?;
+
+    sender
+        .send(CopyInMessage::Message(FrontendMessage::Raw(buf)))
+        .await
+        .map_err(|_| Error::closed())?;
+
+    Ok(CopyInSink {
+        sender,
+        responses,
+        buf: BytesMut::new(),
+        state: SinkState::Active,
+        starting: true,
         _p2: PhantomData,
     })
 }
