@@ -245,6 +245,15 @@ struct Conversation {
     prompted: bool,
     /// In COPY IN mode: the client streams rows until CopyDone or CopyFail.
     copying: bool,
+    /// COPY data sent before the server's CopyInResponse (a pipelined
+    /// COPY): the client did not wait for it.
+    data_ahead: bool,
+    /// Whole COPYs (data and CopyDone or CopyFail) sent before their
+    /// CopyInResponse arrived.
+    copies_ahead: u32,
+    /// The last message sent was an Execute: a Sync now is one the server
+    /// ignores if that Execute starts a COPY.
+    after_execute: bool,
     /// TLS or GSS encryption was accepted: messages are no longer readable.
     opaque: bool,
 }
@@ -265,18 +274,26 @@ impl Conversation {
             self.prompted = false;
         }
         for m in messages {
+            let execute = m == Message::Typed(b'E');
             match m {
                 Message::Typed(b'S') => {
                     self.pending.push_back(Pending {
                         asks: self.segment_asks,
                         sync: true,
+                        after_execute: self.after_execute,
                     });
                     self.segment_asks = false;
                 }
                 Message::Typed(b'Q') => self.pending.push_back(Pending {
                     asks: true,
                     sync: false,
+                    after_execute: false,
                 }),
+                Message::Typed(b'd') if !self.copying => self.data_ahead = true,
+                Message::Typed(b'c' | b'f') if !self.copying => {
+                    self.copies_ahead += 1;
+                    self.data_ahead = false;
+                }
                 Message::Typed(b'c' | b'f') => self.copying = false,
                 Message::Untyped(SSL_REQUEST | GSSENC_REQUEST) => self.backend.raw_byte = true,
                 Message::Untyped(CANCEL_REQUEST) => {}
@@ -284,6 +301,7 @@ impl Conversation {
                 Message::Typed(_) if m.asks() => self.segment_asks = true,
                 _ => {}
             }
+            self.after_execute = execute;
         }
     }
 
@@ -305,12 +323,27 @@ impl Conversation {
                     }
                 }
                 Message::Typed(b'G') => {
-                    self.prompted = true;
-                    self.copying = true;
                     // A COPY started by Bind/Execute/Sync: the server ignores
-                    // that Sync in COPY mode and answers only the one after CopyDone.
-                    if self.pending.back().is_some_and(|p| p.sync) {
-                        self.pending.pop_back();
+                    // that Sync in COPY mode and answers only the one after
+                    // CopyDone. (Everything sent before it has been answered.)
+                    if self
+                        .pending
+                        .front()
+                        .is_some_and(|p| p.sync && p.after_execute)
+                    {
+                        self.pending.pop_front();
+                    }
+                    if self.copies_ahead > 0 {
+                        // Its rows and its end were sent with the statement.
+                        self.copies_ahead -= 1;
+                    } else if self.data_ahead {
+                        // Its rows are on their way, unprompted.
+                        self.data_ahead = false;
+                        self.copying = true;
+                    } else {
+                        // The client waits for this to send its rows.
+                        self.prompted = true;
+                        self.copying = true;
                     }
                 }
                 Message::Raw(b'S' | b'G') => self.opaque = true,
@@ -326,6 +359,8 @@ struct Pending {
     asks: bool,
     /// A Sync (extended protocol) rather than a simple Query.
     sync: bool,
+    /// Sent right after an Execute.
+    after_execute: bool,
 }
 
 impl Message {
@@ -409,6 +444,9 @@ impl Default for Conversation {
             segment_asks: false,
             prompted: false,
             copying: false,
+            data_ahead: false,
+            copies_ahead: 0,
+            after_execute: false,
             opaque: false,
         }
     }
@@ -461,5 +499,52 @@ mod tests {
         // Closing a dropped statement is not waited for.
         c.client_sent(&[typed(b'C', b"S_1\0"), typed(b'S', b"")].concat(), &stats);
         assert_eq!(stats.round_trips.load(Ordering::Relaxed), 2);
+    }
+
+    /// A client's chunk of `messages`, each with an empty body.
+    fn sent(messages: &[u8]) -> Vec<u8> {
+        messages.iter().flat_map(|&t| typed(t, b"")).collect()
+    }
+
+    #[test]
+    fn a_copy_that_waits_for_copy_in_response_costs_two_round_trips() {
+        let stats = ProxyStats::default();
+        let mut c = Conversation::default();
+        c.frontend.typed = true;
+        c.client_sent(&sent(b"BES"), &stats);
+        c.client_received(&sent(b"2G"));
+        c.client_sent(&sent(b"dd"), &stats);
+        c.client_sent(&sent(b"dcS"), &stats);
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 2);
+        c.client_received(&sent(b"CZ"));
+        c.client_sent(&typed(b'Q', b"COMMIT\0"), &stats);
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_copy_sent_with_its_rows_costs_one_round_trip() {
+        let stats = ProxyStats::default();
+        let mut c = Conversation::default();
+        c.frontend.typed = true;
+        // BEGIN, then the COPY's Bind and Execute and its first rows.
+        c.client_sent(&[typed(b'Q', b"BEGIN\0"), sent(b"BEdd")].concat(), &stats);
+        // Answers arrive while the rows still go out.
+        c.client_received(&[sent(b"CZ"), sent(b"2G")].concat());
+        c.client_sent(&sent(b"dd"), &stats);
+        c.client_sent(
+            &[sent(b"dcSBES"), typed(b'Q', b"COMMIT\0")].concat(),
+            &stats,
+        );
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 1);
+        c.client_received(&sent(b"CZ2DCZCZ"));
+        c.client_sent(&sent(b"BES"), &stats);
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 2);
+        // A whole COPY sent before its CopyInResponse, then refused... or answered.
+        c.client_received(&sent(b"2DCZ"));
+        c.client_sent(&sent(b"BEddcS"), &stats);
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 3);
+        c.client_received(&sent(b"2GCZ"));
+        c.client_sent(&typed(b'Q', b"SELECT 1\0"), &stats);
+        assert_eq!(stats.round_trips.load(Ordering::Relaxed), 4);
     }
 }
