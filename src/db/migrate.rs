@@ -42,6 +42,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "changes",
         include_str!("../../migrations/0007_changes.sql"),
     ),
+    (
+        8,
+        "copy_checks",
+        include_str!("../../migrations/0008_copy_checks.sql"),
+    ),
 ];
 
 /// The idempotency functions the service runs as its own role.

@@ -1,24 +1,32 @@
-//! The COPY fast path: binary COPY with every key known before writing.
+//! The COPY fast path: binary COPY with every key known, or read back, in
+//! feature order.
 //!
-//! Keys come from the features themselves or from ONE defaults query
-//! (`SELECT <key default> FROM generate_series(1, n)`, volatile defaults
-//! once per row); the other columns left out take their defaults from COPY
-//! itself. Warm, a request costs three round trips: BEGIN, the defaults
-//! query and the start of the COPY in one flight; the rows and the end of the
-//! COPY in the second; COMMIT in the third, once the COPY's row count has
-//! been checked against the rows sent.
+//! Keys come from the features themselves, from COPY itself (a key whose
+//! default draws from a sequence: read back after the rows by
+//! `featurepipe.copied_keys`, migration 8), or else from ONE defaults query
+//! before the rows (`SELECT <key default> FROM generate_series(1, n)`,
+//! volatile defaults once per row). The other columns left out take their
+//! defaults from COPY itself.
+//!
+//! The rows follow the `COPY` statement in the same flight, without waiting
+//! for the server to accept it (`copy_in_pipelined`, vendor/README.md). Warm
+//! and without an Idempotency-Key, a request whose keys need no defaults
+//! query costs one round trip: BEGIN, the COPY with its rows, the check that
+//! every row was written (`featurepipe.check_copied`) and COMMIT in one
+//! flight. A failed check fails the transaction, so that COMMIT rolls back.
 
+use bytes::Bytes;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Error as PgError, Statement};
+use tokio_postgres::{CopyInSink, Error as PgError, Statement};
 
 use super::guard::TxGuard;
 use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
 use super::{refused, write_failed, Job, Keyed};
-use crate::catalog::{Collection, ColumnType, ScalarType};
+use crate::catalog::{Collection, ColumnType, Identity, ScalarType};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,10 +41,35 @@ use crate::feature::FeatureRow;
 #[derive(Debug, PartialEq)]
 pub struct CopyPlan {
     /// Column indices, in COPY order: the features' columns, then the key if
-    /// the database must supply it.
+    /// the defaults query draws it.
     pub columns: Vec<usize>,
-    /// The key is taken from the defaults query, not from the features.
-    pub key_from_default: bool,
+    /// Where the keys come from.
+    pub keys: KeySource,
+}
+
+/// Where the keys of a COPY's rows come from.
+#[derive(Debug, PartialEq)]
+pub enum KeySource {
+    /// The features give them.
+    Given,
+    /// COPY draws them from the sequence of the key's default, and they are
+    /// read back after the rows (`featurepipe.copied_keys`): the sequence's
+    /// name as the default names it, or `None` for the column's own
+    /// (identity or serial) sequence.
+    Sequence(Option<String>),
+    /// The defaults query draws them before the rows are sent: a flight of
+    /// its own.
+    Drawn,
+}
+
+impl CopyPlan {
+    /// The round trips this COPY costs beyond the one a pipelined INSERT
+    /// costs (statements prepared): the defaults query's flight, and with an
+    /// Idempotency-Key the flight that stores the answer and commits once
+    /// the ids are known.
+    pub fn extra_round_trips(&self, keyed: bool) -> u32 {
+        u32::from(self.keys == KeySource::Drawn) + u32::from(keyed)
+    }
 }
 
 /// Whether this request can be written by COPY, and how.
@@ -79,17 +112,50 @@ pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<Copy
         return None;
     }
     let mut columns = shape.clone();
-    let key_from_default = !shape.contains(&pk);
-    if key_from_default {
-        if !key.has_default() {
+    let keys = if shape.contains(&pk) {
+        KeySource::Given
+    } else if !key.has_default() {
+        return None;
+    } else if let Some(sequence) = key_sequence(coll, pk) {
+        KeySource::Sequence(sequence)
+    } else {
+        columns.push(pk);
+        KeySource::Drawn
+    };
+    Some(CopyPlan { columns, keys })
+}
+
+/// The sequence an integer key draws from, when that is all its default
+/// does: `Some(None)` for an identity (or a default the catalog does not
+/// show), `Some(Some(name))` for `nextval('name'::regclass)`.
+fn key_sequence(coll: &Collection, pk: usize) -> Option<Option<String>> {
+    let key = &coll.columns[pk];
+    if !coll.integer_key() {
+        return None;
+    }
+    if key.identity != Identity::None {
+        return Some(None);
+    }
+    let literal = key
+        .default
+        .as_deref()?
+        .strip_prefix("nextval('")?
+        .strip_suffix("'::regclass)")?;
+    unquote_literal(literal).map(Some)
+}
+
+/// A SQL string literal's content (a quote in it is doubled), or `None`
+/// when a lone quote ends it early (the default is then more than a call).
+fn unquote_literal(quoted: &str) -> Option<String> {
+    let mut out = String::with_capacity(quoted.len());
+    let mut chars = quoted.chars();
+    while let Some(c) = chars.next() {
+        if c == '\'' && chars.next() != Some('\'') {
             return None;
         }
-        columns.push(pk);
+        out.push(c);
     }
-    Some(CopyPlan {
-        columns,
-        key_from_default,
-    })
+    Some(out)
 }
 
 /// The binary type of a column, as the COPY writer encodes it.
@@ -125,21 +191,87 @@ pub struct Copy<'a> {
     pub copy: CopyPlan,
 }
 
-/// An answer of the first flight.
+/// An answer in a COPY's flights, by what it answers.
 enum Opened {
-    Done,
-    /// The answer to claiming the Idempotency-Key.
+    Begun(Result<(), PgError>),
+    /// Claiming the Idempotency-Key.
     Claimed(Result<(), PgError>),
-    Keys(Ids),
-    Sink(tokio_postgres::CopyInSink<bytes::Bytes>),
+    /// Keys drawn by the defaults query.
+    Drawn(Result<Ids, PgError>),
+    /// The COPY was sent (its sink, or why not, is in the flight's slot).
+    Started,
+    /// The check that every row was copied, with the keys read back for
+    /// keys COPY drew.
+    Checked(Result<Option<Ids>, PgError>),
+    Committed(Result<(), PgError>),
+}
+
+/// The answers of a COPY's flight, in the order sent.
+struct Answers {
+    /// BEGIN and the claim: the first failure.
+    opening: Result<(), Error>,
+    /// That failure was the connection's, not the server's answer.
+    opening_lost: bool,
+    drawn: Option<Ids>,
+    checked: Option<Result<Option<Ids>, PgError>>,
+    committed: Option<Result<(), PgError>>,
+    /// To time BEGIN's answer, the first of the request: a round trip.
+    sent: Option<Instant>,
+}
+
+impl Answers {
+    /// Before any answer; `sent`: the flight begins the transaction.
+    fn new(sent: Option<Instant>) -> Self {
+        Answers {
+            opening: Ok(()),
+            opening_lost: false,
+            drawn: None,
+            checked: None,
+            committed: None,
+            sent,
+        }
+    }
+
+    /// Every answer of `calls`, in order.
+    async fn read(mut self, calls: &mut Calls<'_, Opened>, costs: &Costs) -> Self {
+        while let Some(answer) = calls.next().await {
+            match answer {
+                Opened::Begun(begun) => {
+                    if let Some(sent) = self.sent.take() {
+                        // BEGIN is answered at once: its answer takes a round trip.
+                        costs.observe(Cost::RoundTrip, sent.elapsed());
+                    }
+                    if let Err(e) = begun {
+                        self.fail(&e, Error::database("starting the COPY", &e));
+                    }
+                }
+                Opened::Claimed(Err(e)) => self.fail(&e, super::claim_failed(&e)),
+                Opened::Claimed(Ok(())) => {}
+                Opened::Drawn(Ok(keys)) => self.drawn = Some(keys),
+                Opened::Drawn(Err(e)) => self.fail(&e, Error::database("drawing the keys", &e)),
+                Opened::Started => {}
+                Opened::Checked(checked) => self.checked = Some(checked),
+                Opened::Committed(committed) => self.committed = Some(committed),
+            }
+        }
+        self
+    }
+
+    /// Keep the first failure of the opening statements: `error`, for `cause`.
+    fn fail(&mut self, cause: &PgError, error: Error) {
+        if self.opening.is_ok() {
+            self.opening = Err(error);
+            self.opening_lost = cause.as_db_error().is_none();
+        }
+    }
 }
 
 /// Why a COPY wrote nothing.
 pub enum CopyFailed {
     /// The write failed: the answer for the client.
     Write(Error),
-    /// COPY was refused before any row was sent (say, a role that may
-    /// INSERT but not draw keys from the sequence): INSERT may still do it.
+    /// COPY was refused at its start (say, a role that may INSERT but not
+    /// draw keys from the sequence): rolled back, INSERT may still do it.
     Refused(PgError),
     /// The COPY ended with fewer rows than were sent (a trigger the catalog
     /// does not know of skipped some) and was rolled back: INSERT, waiting
@@ -155,11 +287,25 @@ impl From<Error> for CopyFailed {
 
 /// Errors that refuse a COPY where an INSERT may succeed: "COPY FROM not
 /// supported with row-level security" (0A000), and no right to `nextval`
-/// (42501), which an INSERT drawing an identity does not need.
+/// or to the check functions (42501), which an INSERT does not need.
 fn copy_refused(e: &PgError) -> bool {
     e.code().is_some_and(|c| {
         *c == SqlState::FEATURE_NOT_SUPPORTED || *c == SqlState::INSUFFICIENT_PRIVILEGE
     })
+}
+
+/// The check functions' error: the rows written are not the rows sent.
+fn rows_skipped(e: &PgError) -> bool {
+    e.code().is_some_and(|c| c.code() == "FPCPY")
+}
+
+/// Whether the COPY's flight ends the transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Then {
+    /// More follows: segments, or an answer to store before COMMIT.
+    StayOpen,
+    /// COMMIT in the same flight, after the check that every row was copied.
+    Commit,
 }
 
 impl Copy<'_> {
@@ -172,27 +318,39 @@ impl Copy<'_> {
         )
         .await?;
         let batches: Vec<usize> = job.plan.batches.iter().map(|b| b.len()).collect();
+        // Under an Idempotency-Key the answer is stored before COMMIT, and
+        // it holds the ids: COMMIT waits for them.
+        let then = match job.idempotency {
+            Some(_) => Then::StayOpen,
+            None => Then::Commit,
+        };
         copying
-            .segment(job.rows, &batches, job.single, job.idempotency)
+            .segment(job.rows, &batches, job.single, job.idempotency, then)
             .await?;
-        Ok(copying.commit(job.idempotency).await?)
+        match then {
+            Then::Commit => Ok(copying.committed()),
+            Then::StayOpen => Ok(copying.commit(job.idempotency).await?),
+        }
     }
 }
 
 /// A COPY under way on one connection, one `COPY` statement per segment of
 /// rows (a whole request, or what a streamed body has ready): its statements
-/// prepared, its keys drawn per segment in the flight that starts it.
-///
-/// Warm, a segment costs two round trips: BEGIN (with the first), the
-/// defaults query and the start of the COPY in one flight; the rows and the
-/// end of the COPY in the second. COMMIT is a third, once every COPY's row
-/// count has been checked against the rows sent.
+/// prepared, the keys of each segment given, drawn in the flight before it,
+/// or read back in its own.
 pub struct Copying<'a> {
     client: &'a TxGuard,
     coll: &'a Collection,
     copy_statement: Statement,
-    /// The defaults query drawing keys, when the features do not give them.
+    /// The defaults query drawing keys ([`KeySource::Drawn`]).
     keys_statement: Option<Statement>,
+    /// What follows the rows: `featurepipe.copied_keys` for keys COPY
+    /// draws, else `featurepipe.check_copied`.
+    check_statement: Statement,
+    /// Where the transaction's count of rows inserted starts, for the checks.
+    begins_statement: Statement,
+    /// Where the keys come from.
+    keys: KeySource,
     /// The binary type of each column copied.
     types: Vec<Type>,
     key_type: ScalarType,
@@ -206,9 +364,21 @@ pub struct Copying<'a> {
     costs: Arc<Costs>,
 }
 
+/// Note where the transaction's count of rows inserted into `$1` starts
+/// (migration 8), before its first COPY.
+const COPY_BEGINS: &str = "SELECT featurepipe.copy_begins($1::text::regclass)";
+
+/// Check that the transaction inserted `$2` rows into `$1` in all (migration 8).
+const CHECK_COPIED: &str = "SELECT featurepipe.check_copied($1::text::regclass, $2::int8)";
+
+/// The same, then the keys the last `$5` rows drew from the key `$2`'s
+/// sequence `$3` (its own when null), in row order (migration 8).
+const COPIED_KEYS: &str = "SELECT featurepipe.copied_keys($1::text::regclass, $2::text, \
+     coalesce($3::text, pg_get_serial_sequence($1::text, $2::text))::regclass, $4::int8, $5::int4)";
+
 impl<'a> Copying<'a> {
-    /// Prepare the COPY of the rows of `shape` (and the defaults query), in
-    /// one round trip unless cached.
+    /// Prepare the COPY of the rows of `shape` (and the queries around
+    /// it), in one round trip unless cached.
     pub async fn prepare(
         client: &'a TxGuard,
         coll: &'a Collection,
@@ -216,28 +386,41 @@ impl<'a> Copying<'a> {
         shape: &[usize],
         naming: Naming,
         costs: &Arc<Costs>,
-    ) -> Result<Copying<'a>, Error> {
+    ) -> Result<Copying<'a>, CopyFailed> {
         let pk = coll.primary_key.expect("copy_plan checked the key");
-        // Both statements are prepared up front so that each is later sent as
-        // a single message, in the order polled; cached within the same
-        // per-connection bound as INSERTs, prepared for this request beyond it.
-        let keys_sql = keys_sql(coll, pk, copy.key_from_default);
+        // Prepared up front so that each is later sent as a single message,
+        // in the order polled; cached within the same per-connection bound
+        // as INSERTs, prepared for this request beyond it.
         let copy_sql = copy_sql(coll, &copy.columns);
+        let check_sql = match copy.keys {
+            KeySource::Sequence(_) => COPIED_KEYS,
+            KeySource::Given | KeySource::Drawn => CHECK_COPIED,
+        };
+        let keys_sql = (copy.keys == KeySource::Drawn).then(|| keys_sql(coll, pk));
         let room = cache_room(client);
         let naming = |n| naming.within(room, n);
-        let mut prepares: Vec<Call<'_, Result<Statement, PgError>>> =
-            vec![Box::pin(prepare_named(client, &copy_sql, naming(0)))];
+        let mut prepares: Vec<Call<'_, Result<Statement, PgError>>> = vec![
+            Box::pin(prepare_named(client, &copy_sql, naming(0))),
+            Box::pin(prepare_named(client, check_sql, naming(1))),
+            Box::pin(prepare_named(client, COPY_BEGINS, naming(2))),
+        ];
         if let Some(sql) = &keys_sql {
-            prepares.push(Box::pin(prepare_named(client, sql, naming(1))));
+            prepares.push(Box::pin(prepare_named(client, sql, naming(3))));
         }
         let mut prepares = Calls::new(prepares);
         prepares.send_all().await;
-        let mut statements = Vec::with_capacity(2);
+        let mut statements = Vec::with_capacity(4);
         while let Some(prepared) = prepares.next().await {
-            statements.push(prepared.map_err(|e| Error::database("preparing the COPY", &e))?);
+            statements.push(prepared.map_err(|e| match copy_refused(&e) {
+                // A role without USAGE on the schema featurepipe (the checks').
+                true => CopyFailed::Refused(e),
+                false => Error::database("preparing the COPY", &e).into(),
+            })?);
         }
         drop(prepares);
         let keys_statement = keys_sql.and_then(|_| statements.pop());
+        let begins_statement = statements.pop().expect("prepared");
+        let check_statement = statements.pop().expect("prepared");
         let copy_statement = statements.pop().expect("prepared");
         let types = copy
             .columns
@@ -254,6 +437,9 @@ impl<'a> Copying<'a> {
             coll,
             copy_statement,
             keys_statement,
+            check_statement,
+            begins_statement,
+            keys: copy.keys,
             types,
             key_type,
             key_at,
@@ -266,13 +452,15 @@ impl<'a> Copying<'a> {
     /// Copy `rows`, the features after those copied so far, in one COPY;
     /// `batches` are their batches' lengths, for the report. The first
     /// segment begins the transaction and claims the Idempotency-Key
-    /// (`keyed`), in the flight that starts its COPY. A failure rolls back.
+    /// (`keyed`) in its first flight; `then` says whether COMMIT follows in
+    /// the flight of the rows. A failure rolls back.
     pub async fn segment(
         &mut self,
         rows: &[FeatureRow],
         batches: &[usize],
         single: bool,
         keyed: Option<Keyed<'_>>,
+        then: Then,
     ) -> Result<(), CopyFailed> {
         let first = self.copied;
         let mut start = first;
@@ -281,135 +469,242 @@ impl<'a> Copying<'a> {
             start += len;
         }
         let client = self.client;
-        let n = rows.len() as i32;
-        let pk = self.coll.primary_key.expect("copy_plan checked the key");
-        let (table, key_column) = (self.coll.qualified_name(), &self.coll.columns[pk].name);
-        let mut flight: Vec<Call<'_, Result<Opened, PgError>>> = Vec::new();
-        // Flight 1: (BEGIN), the defaults query, the start of the COPY.
+        let checking = then == Then::Commit || matches!(self.keys, KeySource::Sequence(_));
+        let mut opening: Vec<Call<'_, Opened>> = Vec::new();
         if first == 0 {
             client.set_open(true);
-            flight.push(Box::pin(async {
-                client.batch_execute("BEGIN").await.map(|()| Opened::Done)
+            opening.push(Box::pin(async {
+                Opened::Begun(client.batch_execute("BEGIN").await)
             }));
             if let Some(keyed) = keyed {
-                flight.extend(super::claim_calls(keyed, client).map(|call| {
-                    Box::pin(async move { Ok(Opened::Claimed(call.await)) }) as Call<'_, _>
+                opening.extend(super::claim_calls(keyed, client).map(|call| {
+                    Box::pin(async move { Opened::Claimed(call.await) }) as Call<'_, _>
                 }));
             }
-        }
-        if let Some(keys) = &self.keys_statement {
-            let params: Vec<&(dyn ToSql + Sync)> = if self.coll.columns[pk].default.is_some() {
-                vec![&n]
-            } else {
-                vec![&n, &table, key_column]
-            };
-            let integer = self.coll.integer_key();
-            flight.push(Box::pin(async move {
-                let row = client.query_one(keys, &params).await?;
-                Ok(Opened::Keys(if integer {
-                    Ids::Int(row.get(0))
-                } else {
-                    Ids::Text(row.get(0))
-                }))
-            }));
-        }
-        let copy_statement = &self.copy_statement;
-        flight.push(Box::pin(async move {
-            client.copy_in(copy_statement).await.map(Opened::Sink)
-        }));
-        let mut calls = Calls::new(flight);
-        let sent = Instant::now();
-        calls.send_all().await;
-        let (mut keys, mut sink) = (None, None);
-        while let Some(answer) = calls.next().await {
-            if first == 0 && keys.is_none() && sink.is_none() {
-                // BEGIN is answered at once: its answer takes a round trip.
-                self.costs.observe(Cost::RoundTrip, sent.elapsed());
-            }
-            match answer {
-                Ok(Opened::Done | Opened::Claimed(Ok(_))) => {}
-                Ok(Opened::Claimed(Err(e))) => return Err(super::claim_failed(&e).into()),
-                Ok(Opened::Keys(k)) => keys = Some(k),
-                Ok(Opened::Sink(s)) => sink = Some(s),
-                // A COPY refused before copy mode leaves tokio-postgres one
-                // ReadyForQuery out of step (its CopyFail adds a Sync): the
-                // connection cannot be trusted, so the guard closes it.
-                Err(e) if copy_refused(&e) && first == 0 => return Err(CopyFailed::Refused(e)),
-                Err(e) => return Err(Error::database("starting the COPY", &e).into()),
+            if checking {
+                opening.push(self.count_begins());
             }
         }
-        drop(calls);
-        let mut writer = Box::pin(BinaryCopyInWriter::new(
-            sink.expect("the COPY started"),
-            &self.types,
-        ));
-        // The keys are known before any row is sent: from the defaults query, or given.
-        match &keys {
-            Some(keys) => self.tally.ids.extend(keys),
-            None => {
+        let sent = (first == 0).then(Instant::now);
+        // Keys the defaults query draws go into the rows: that query's answer
+        // is awaited (with BEGIN's and the claim's) before the rows are sent.
+        let mut answers = Answers::new(sent);
+        if self.keys_statement.is_some() {
+            opening.push(self.draw_keys(rows.len()));
+            let mut calls = Calls::new(std::mem::take(&mut opening));
+            calls.send_all().await;
+            answers = answers.read(&mut calls, &self.costs).await;
+            drop(calls);
+            if let Err(e) = std::mem::replace(&mut answers.opening, Ok(())) {
+                self.rollback().await;
+                return Err(e.into());
+            }
+        }
+        let drawn = answers.drawn.take();
+        // The keys known before the rows are sent.
+        match (&drawn, &self.keys) {
+            (Some(keys), _) => self.tally.ids.extend(keys),
+            (None, KeySource::Given) => {
                 let at = self.key_at.expect("copy_plan: the features give the key");
                 for row in rows {
                     self.tally.ids.push_text(key_text(&row.values[at]));
                 }
             }
+            (None, _) => {}
         }
 
-        // Flight 2: the rows and the end of the COPY.
-        let copying = Instant::now();
-        let mut written = Ok(());
-        let mut batch_ends = batches.iter().scan(0, |end, len| {
-            *end += len;
-            Some(*end)
-        });
-        let mut batch_end = batch_ends.next();
-        for (i, row) in rows.iter().enumerate() {
-            let key = keys.as_ref().map(|k| key_param(k, i, self.key_type));
-            let mut params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
-            if let Some(key) = &key {
-                params.push(key);
-            }
-            if let Err(e) = writer.as_mut().write(&params).await {
-                written = Err(e);
-                break;
-            }
-            // A batch's time is how long the server took to accept its rows.
-            if batch_end == Some(i + 1) && i + 1 < rows.len() {
-                self.tally.mark_batch();
-                batch_end = batch_ends.next();
-            }
+        // The flight of the rows: (BEGIN, the claim,) the COPY and its rows,
+        // the check (with the keys read back), (COMMIT).
+        let slot = std::sync::Mutex::new(None);
+        let mut flight = opening;
+        let (copy_statement, started) = (&self.copy_statement, &slot);
+        flight.push(Box::pin(async move {
+            let sink = client.copy_in_pipelined(copy_statement).await;
+            *started.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+            Opened::Started
+        }));
+        if checking {
+            flight.push(self.check(rows.len()));
         }
-        let copied = match written {
-            Ok(()) => {
-                crate::db::round_trips::round_trip();
-                writer.as_mut().finish().await
-            }
-            Err(e) => {
-                drop(writer); // aborts the COPY (CopyFail) before ROLLBACK can be sent
-                Err(e)
-            }
-        };
-        self.tally.mark_batch();
+        if then == Then::Commit {
+            flight.push(Box::pin(async {
+                Opened::Committed(client.batch_execute("COMMIT").await)
+            }));
+        }
+        let mut calls = Calls::new(flight);
+        calls.send_all().await;
+        let commit_sent = then == Then::Commit && !calls.last_refused_at_send();
+        let sink = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let copying = Instant::now();
+        // The rows go out while the answers before them are read.
+        let sending = send_rows(
+            sink.expect("polled when sent"),
+            &self.types,
+            rows,
+            batches,
+            drawn.as_ref().map(|keys| (keys, self.key_type)),
+        );
+        let reading = answers.read(&mut calls, &self.costs);
+        let ((copied, marks), answers) = futures_util::future::join(sending, reading).await;
+        drop(calls);
+        for mark in marks {
+            self.tally.mark_batch_at(mark);
+        }
         self.copied += rows.len();
+        // Answered by the server: the transaction is over either way.
+        let ended = answers.committed.as_ref().is_some_and(|c| {
+            c.as_ref()
+                .map_or_else(|e| e.as_db_error().is_some(), |_| true)
+        });
+        if ended {
+            client.set_open(false);
+        }
+        let outcome = self.judge(answers, copied, rows.len(), (first, single), commit_sent);
+        match &outcome {
+            Ok(()) => self
+                .costs
+                .observe_rows(Cost::CopyRow, rows.len(), copying.elapsed()),
+            Err(_) if !ended => self.rollback().await,
+            Err(_) => {}
+        }
+        outcome
+    }
+
+    /// The defaults query drawing `n` keys.
+    fn draw_keys(&self, n: usize) -> Call<'a, Opened> {
+        let client = self.client;
+        let statement = self.keys_statement.clone().expect("keys drawn");
+        let pk = self.coll.primary_key.expect("copy_plan checked the key");
+        let integer = self.coll.integer_key();
+        let with_default = self.coll.columns[pk].default.is_some();
+        let table = self.coll.qualified_name();
+        let key_column = &self.coll.columns[pk].name;
+        Box::pin(async move {
+            let n = n as i32;
+            let params: Vec<&(dyn ToSql + Sync)> = if with_default {
+                vec![&n]
+            } else {
+                vec![&n, &table, key_column]
+            };
+            let row = client.query_one(&statement, &params).await;
+            Opened::Drawn(row.map(|row| match integer {
+                true => Ids::Int(row.get(0)),
+                false => Ids::Text(row.get(0)),
+            }))
+        })
+    }
+
+    /// Where the transaction's count of rows inserted starts.
+    fn count_begins(&self) -> Call<'a, Opened> {
+        let (client, table) = (self.client, self.coll.qualified_name());
+        let statement = self.begins_statement.clone();
+        Box::pin(async move {
+            let began = client.query_one(&statement, &[&table]).await;
+            Opened::Begun(began.map(|_| ()))
+        })
+    }
+
+    /// The check after `n` rows: every row copied so far was written, and
+    /// (for keys COPY draws) the keys of these `n`.
+    fn check(&self, n: usize) -> Call<'a, Opened> {
+        let (client, coll) = (self.client, self.coll);
+        let statement = self.check_statement.clone();
+        let table = coll.qualified_name();
+        let expected = (self.copied + n) as i64;
+        let pk = coll.primary_key.expect("copy_plan checked the key");
+        let key = &coll.columns[pk].name;
+        let sequence = match &self.keys {
+            KeySource::Sequence(sequence) => Some(sequence.clone()),
+            KeySource::Given | KeySource::Drawn => None,
+        };
+        Box::pin(async move {
+            let n = n as i32;
+            Opened::Checked(match sequence {
+                Some(sequence) => {
+                    let params: [&(dyn ToSql + Sync); 5] = [&table, key, &sequence, &expected, &n];
+                    let row = client.query_one(&statement, &params).await;
+                    row.map(|row| Some(Ids::Int(row.get(0))))
+                }
+                None => {
+                    let params: [&(dyn ToSql + Sync); 2] = [&table, &expected];
+                    client.query_one(&statement, &params).await.map(|_| None)
+                }
+            })
+        })
+    }
+
+    /// What a segment's answers say: its keys kept, or why it failed.
+    /// `commit_sent`: COMMIT went out behind the rows, so a connection lost
+    /// before any statement failed leaves the outcome unknown.
+    fn judge(
+        &mut self,
+        answers: Answers,
+        copied: Result<u64, PgError>,
+        n: usize,
+        (first, single): (usize, bool),
+        commit_sent: bool,
+    ) -> Result<(), CopyFailed> {
+        let Answers {
+            opening,
+            opening_lost,
+            checked,
+            committed,
+            ..
+        } = answers;
+        // The first failure, in the order sent: the server's own error
+        // means the transaction failed (nothing was written); a lost
+        // connection before any, with COMMIT sent, leaves it unknown.
+        let failures = [
+            copied.as_ref().err(),
+            checked.as_ref().and_then(|c| c.as_ref().err()),
+        ];
+        let lost = match &opening {
+            Err(_) => opening_lost,
+            Ok(()) => failures
+                .into_iter()
+                .flatten()
+                .chain(committed.as_ref().and_then(|c| c.as_ref().err()))
+                .next()
+                .is_some_and(|e| e.as_db_error().is_none()),
+        };
+        if commit_sent && lost {
+            return Err(super::outcome_unknown(&self.tally).into());
+        }
+        opening?;
+        let count = match copied {
+            Ok(count) => count,
+            Err(e) if copy_refused(&e) && first == 0 => return Err(CopyFailed::Refused(e)),
+            Err(e) => return Err(self.copy_failed(e, first, single).into()),
+        };
         // A BEFORE INSERT trigger returning NULL drops a row without an error.
-        match copied {
-            Ok(count) if count == rows.len() as u64 => {
-                self.costs
-                    .observe_rows(Cost::CopyRow, rows.len(), copying.elapsed());
-                Ok(())
-            }
-            Ok(_) => {
-                self.rollback().await;
-                Err(CopyFailed::RowsSkipped)
-            }
-            Err(error) => {
-                self.rollback().await;
-                Err(self.copy_failed(error, first, single).into())
-            }
+        let keys = match checked {
+            Some(Err(e)) if rows_skipped(&e) => return Err(CopyFailed::RowsSkipped),
+            Some(Err(e)) if copy_refused(&e) && first == 0 => return Err(CopyFailed::Refused(e)),
+            Some(Err(e)) => return Err(Error::database("checking the COPY", &e).into()),
+            _ if count != n as u64 => return Err(CopyFailed::RowsSkipped),
+            Some(Ok(keys)) => keys,
+            None => None,
+        };
+        if let Some(keys) = keys {
+            self.tally.ids.extend(&keys);
+        }
+        match committed {
+            Some(Err(e)) => Err(super::commit_failed(self.coll, &e, &self.tally).into()),
+            _ => Ok(()),
         }
     }
 
-    /// Flight 3: COMMIT (with the response under the Idempotency-Key), once
-    /// every COPY has said how many rows it wrote.
+    /// The report of a COPY whose COMMIT went in the flight of its rows.
+    fn committed(self) -> WriteReport {
+        WriteReport {
+            strategy: super::Strategy::Copy,
+            batches: self.tally.reports(true),
+            ids: self.tally.ids,
+        }
+    }
+
+    /// COMMIT (with the response under the Idempotency-Key) in a flight of
+    /// its own, once every COPY has said how many rows it wrote.
     pub async fn commit(self, keyed: Option<Keyed<'_>>) -> Result<WriteReport, Error> {
         let report = WriteReport {
             strategy: super::Strategy::Copy,
@@ -476,6 +771,48 @@ impl<'a> Copying<'a> {
     }
 }
 
+/// Send `rows` into the COPY's `sink` (with their drawn keys, if any) and
+/// end the COPY: its row count, and when each batch's last row was taken
+/// (a batch's time is how long the server took to accept its rows).
+async fn send_rows(
+    sink: Result<CopyInSink<Bytes>, PgError>,
+    types: &[Type],
+    rows: &[FeatureRow],
+    batches: &[usize],
+    drawn: Option<(&Ids, ScalarType)>,
+) -> (Result<u64, PgError>, Vec<Instant>) {
+    let mut marks = Vec::with_capacity(batches.len());
+    let sink = match sink {
+        Ok(sink) => sink,
+        Err(e) => return (Err(e), marks),
+    };
+    let mut writer = std::pin::pin!(BinaryCopyInWriter::new(sink, types));
+    let mut batch_ends = batches.iter().scan(0, |end, len| {
+        *end += len;
+        Some(*end)
+    });
+    let mut batch_end = batch_ends.next();
+    for (i, row) in rows.iter().enumerate() {
+        let key = drawn.map(|(keys, ty)| key_param(keys, i, ty));
+        let mut params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
+        if let Some(key) = &key {
+            params.push(key);
+        }
+        if let Err(e) = writer.as_mut().write(&params).await {
+            // Dropped, the writer aborts the COPY (CopyFail) before what
+            // follows it in the flight.
+            return (Err(e), marks);
+        }
+        if batch_end == Some(i + 1) && i + 1 < rows.len() {
+            marks.push(Instant::now());
+            batch_end = batch_ends.next();
+        }
+    }
+    let copied = writer.as_mut().finish().await;
+    marks.push(Instant::now());
+    (copied, marks)
+}
+
 /// `COPY … (columns) FROM STDIN (FORMAT binary)`.
 fn copy_sql(coll: &Collection, columns: &[usize]) -> String {
     let names: Vec<String> = columns
@@ -489,11 +826,10 @@ fn copy_sql(coll: &Collection, columns: &[usize]) -> String {
     )
 }
 
-/// The ONE defaults query that draws a key per row, when the features do
-/// not give keys (`key_from_default`): the key column's default expression
-/// from the catalog (volatile ones are evaluated once per row), or an
-/// identity's sequence.
-fn keys_sql(coll: &Collection, pk: usize, key_from_default: bool) -> Option<String> {
+/// The ONE defaults query that draws a key per row ([`KeySource::Drawn`]):
+/// the key column's default expression from the catalog (volatile ones are
+/// evaluated once per row), or an identity's sequence.
+fn keys_sql(coll: &Collection, pk: usize) -> String {
     let key = &coll.columns[pk];
     let cast = if coll.integer_key() { "int8" } else { "text" };
     let draw = match &key.default {
@@ -501,12 +837,10 @@ fn keys_sql(coll: &Collection, pk: usize, key_from_default: bool) -> Option<Stri
         None => "nextval(pg_get_serial_sequence($2::text, $3::text))".to_owned(),
     };
     // One row holding an array: far less memory than a row per key.
-    key_from_default.then(|| {
-        format!(
-            "SELECT array_agg(k ORDER BY g) FROM \
-             (SELECT g, {draw}::{cast} AS k FROM generate_series(1, $1::int4) AS g) AS keys"
-        )
-    })
+    format!(
+        "SELECT array_agg(k ORDER BY g) FROM \
+         (SELECT g, {draw}::{cast} AS k FROM generate_series(1, $1::int4) AS g) AS keys"
+    )
 }
 
 /// Key `i` of those drawn, as a parameter of the key column's type.

@@ -87,34 +87,41 @@ pub struct WriteOptions {
 }
 
 impl WriteOptions {
-    /// Whether a write of `features` features uses COPY where it can.
-    pub fn wants_copy(&self, features: usize, db: &Database) -> bool {
+    /// Whether a write of `features` features uses COPY where it can, when
+    /// that COPY costs `extra_round_trips` more than INSERTs would
+    /// ([`copy::CopyPlan::extra_round_trips`]).
+    pub fn wants_copy(&self, features: usize, extra_round_trips: u32, db: &Database) -> bool {
         match self.strategy {
             Strategy::Insert => false,
             Strategy::Copy => true,
-            Strategy::Auto => features >= self.copy_from(db),
+            Strategy::Auto => features >= self.copy_from(extra_round_trips, db),
         }
     }
 
     /// The number of features from which `auto` uses COPY.
-    pub fn copy_from(&self, db: &Database) -> usize {
+    pub fn copy_from(&self, extra_round_trips: u32, db: &Database) -> usize {
         self.copy_threshold
-            .unwrap_or_else(|| copy_from(&db.costs().observed()))
+            .unwrap_or_else(|| copy_from(&db.costs().observed(), extra_round_trips))
     }
 }
 
+/// What a COPY costs beyond its rows, round trips aside: the `COPY`
+/// statement and the check after it (`make bench` measures about 0.3 ms).
+const COPY_START: f64 = 0.3e-3;
+
 /// The number of features from which COPY is the faster strategy, for the
 /// costs `observed`: pipelined INSERTs cost one round trip and `n` INSERT
-/// rows; COPY two more round trips (the defaults query and the start of the
-/// COPY, then its end, before COMMIT) and `n` COPY rows. So COPY is faster
-/// from `2 × round trip / (INSERT row − COPY row)` features on; never when
-/// a COPY row costs as much as an INSERT row.
-pub fn copy_from(observed: &crate::db::costs::Observed) -> usize {
+/// rows; COPY as many, `extra_round_trips` more (a defaults query before
+/// the rows, an answer to store before COMMIT), its start, and `n` COPY
+/// rows. So COPY is faster from `(extra × round trip + start) / (INSERT
+/// row − COPY row)` features on; never when a COPY row costs as much as an
+/// INSERT row.
+pub fn copy_from(observed: &crate::db::costs::Observed, extra_round_trips: u32) -> usize {
     let saved = observed.insert_row - observed.copy_row;
     if saved <= 0.0 {
         return usize::MAX;
     }
-    let tie = 2.0 * observed.round_trip / saved;
+    let tie = (f64::from(extra_round_trips) * observed.round_trip + COPY_START) / saved;
     if tie >= usize::MAX as f64 {
         usize::MAX
     } else {
@@ -237,14 +244,15 @@ impl Request<'_> {
     /// COPY where it can be used, else (or if COPY wrote nothing where
     /// INSERT may) by pipelined INSERTs.
     async fn write(&self, db: &Database, options: WriteOptions) -> Result<WriteReport, Error> {
-        let wants_copy = options.wants_copy(self.rows.len(), db);
         // COPY has no per-statement pipelining to switch off: keep it to
         // pipelined mode; and it needs a named statement.
         let copy_allowed = options.pipeline && db.naming() != Naming::Unnamed;
+        let keyed = self.idempotency.is_some();
+        let wants_copy = |copy: &copy::CopyPlan| {
+            copy_allowed && options.wants_copy(self.rows.len(), copy.extra_round_trips(keyed), db)
+        };
         let mut skipping_trigger = false;
-        if let Some(copy) =
-            copy::copy_plan(self.coll, self.plan, self.srid).filter(|_| wants_copy && copy_allowed)
-        {
+        if let Some(copy) = copy::copy_plan(self.coll, self.plan, self.srid).filter(wants_copy) {
             let client = TxGuard::new(db.connection().await?, db.connector());
             let keyed = self.prepare_keyed(&client, db).await?;
             match (copy::Copy {
@@ -565,15 +573,16 @@ mod tests {
     }
 
     #[test]
-    fn copy_is_chosen_where_its_two_more_round_trips_pay() {
-        // Next to the database: COPY from a few dozen features on.
-        assert_eq!(copy_from(&costs(0.5, 40.0, 10.0)), 34);
-        // 50 ms away: 2 × 50 ms / 30 µs, about 3,334 features.
-        assert_eq!(copy_from(&costs(50.0, 40.0, 10.0)), 3334);
-        // The old rule of thumb, RTT / 30 µs... for each of the two round trips.
-        assert_eq!(copy_from(&costs(10.0, 35.0, 5.0)), 667);
+    fn copy_is_chosen_where_it_pays_for_its_start_and_round_trips() {
+        // In one flight, far or near: once the rows saved pay for its start.
+        assert_eq!(copy_from(&costs(0.5, 40.0, 10.0), 0), 10);
+        assert_eq!(copy_from(&costs(50.0, 40.0, 10.0), 0), 10);
+        // Next to the database, with a defaults query first: a few dozen.
+        assert_eq!(copy_from(&costs(0.5, 40.0, 10.0), 1), 27);
+        // 50 ms away, with the defaults query and an answer to store: 2 × 50 ms / 30 µs.
+        assert_eq!(copy_from(&costs(50.0, 40.0, 10.0), 2), 3344);
         // Never when a COPY row is no cheaper.
-        assert_eq!(copy_from(&costs(0.1, 10.0, 10.0)), usize::MAX);
-        assert_eq!(copy_from(&costs(0.0, 40.0, 10.0)), 1);
+        assert_eq!(copy_from(&costs(0.1, 10.0, 10.0), 0), usize::MAX);
+        assert_eq!(copy_from(&costs(0.0, 1e9, 10.0), 0), 1);
     }
 }

@@ -228,8 +228,14 @@ impl Tally {
 
     /// Close the current batch's timing.
     pub fn mark_batch(&mut self) {
-        self.db_ms.push(millis(self.mark));
-        self.mark = Instant::now();
+        self.mark_batch_at(Instant::now());
+    }
+
+    /// Close the current batch's timing as of `at`.
+    pub fn mark_batch_at(&mut self, at: Instant) {
+        let took = at.saturating_duration_since(self.mark).as_secs_f64() * 1000.0;
+        self.db_ms.push((took * 1000.0).round() / 1000.0);
+        self.mark = at;
     }
 
     /// Add time since the last mark (COMMIT) to the last batch.

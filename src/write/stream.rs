@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 use tokio_util::task::AbortOnDropHandle;
 
-use super::copy::{copy_plan, CopyFailed, CopyPlan, Copying};
+use super::copy::{copy_plan, CopyFailed, CopyPlan, Copying, Then};
 use super::guard::TxGuard;
 use super::idempotency::Idempotency;
 use super::insert::{conclude, prepare_inserts, Answer};
@@ -164,11 +164,12 @@ impl Streaming<'_> {
             let naming = self.db.naming();
             let costs = self.db.costs();
             let copying = Copying::prepare(&client, self.coll, copy, &shape, naming, costs);
-            let copying = match copying.await {
-                Ok(copying) => copying,
-                Err(e) => return abandoned(batches, verdict, e).await,
+            let copied = match copying.await {
+                Ok(copying) => copy_batches(copying, held, &mut batches).await,
+                Err(CopyFailed::Write(e)) => return abandoned(batches, verdict, e).await,
+                Err(CopyFailed::Refused(_) | CopyFailed::RowsSkipped) => Copied::Refused(held),
             };
-            match copy_batches(copying, held, &mut batches).await {
+            match copied {
                 Copied::All(copying) => {
                     return commit_copy(copying, verdict, idempotency, keyed.as_ref()).await;
                 }
@@ -213,9 +214,22 @@ impl Streaming<'_> {
         batches: &mut mpsc::Receiver<Batch>,
     ) -> Option<(CopyPlan, Vec<usize>)> {
         let options = self.options;
+        let copy_allowed = options.pipeline && self.db.naming() != Naming::Unnamed;
+        let plan = |held: &[Batch]| {
+            let plan = Plan {
+                shapes: held.iter().rev().find_map(|b| b.shapes.clone())?,
+                batches: Vec::new(),
+            };
+            let copy = copy_plan(self.coll, &plan, self.srid)?;
+            Some((copy, plan.shapes[0].clone()))
+        };
+        // The COMMIT of a streamed write waits for the body's end whatever
+        // the strategy: only the defaults query costs COPY more.
+        let extra = |copy: &CopyPlan| copy.extra_round_trips(false);
         let mut rows: usize = held.iter().map(|b| b.rows.len()).sum();
         if options.strategy == Strategy::Auto {
-            let copy_from = options.copy_from(self.db);
+            let copy_from =
+                options.copy_from(extra(&plan(held).filter(|_| copy_allowed)?.0), self.db);
             while rows < copy_from {
                 let Some(batch) = batches.recv().await else {
                     break;
@@ -224,17 +238,8 @@ impl Streaming<'_> {
                 held.push(batch);
             }
         }
-        let wants_copy = options.wants_copy(rows, self.db);
-        let copy_allowed = options.pipeline && self.db.naming() != Naming::Unnamed;
-        if !(wants_copy && copy_allowed) {
-            return None;
-        }
-        let plan = Plan {
-            shapes: held.iter().rev().find_map(|b| b.shapes.clone())?,
-            batches: Vec::new(),
-        };
-        let copy = copy_plan(self.coll, &plan, self.srid)?;
-        Some((copy, plan.shapes[0].clone()))
+        let (copy, shape) = plan(held)?;
+        (copy_allowed && options.wants_copy(rows, extra(&copy), self.db)).then_some((copy, shape))
     }
 
     /// Write `held`, then the batches still coming, by pipelined INSERTs on
@@ -348,7 +353,10 @@ async fn copy_batches<'a>(
             let lengths: Vec<usize> = pending.iter().map(|b| b.rows.len()).collect();
             let shapes = pending[0].shapes.clone();
             let rows: Vec<FeatureRow> = pending.drain(..).flat_map(|b| b.rows).collect();
-            match copying.segment(&rows, &lengths, false, None).await {
+            match copying
+                .segment(&rows, &lengths, false, None, Then::StayOpen)
+                .await
+            {
                 Ok(()) => {}
                 Err(CopyFailed::Refused(e)) => {
                     tracing::debug!("COPY refused ({e}); writing by INSERT");

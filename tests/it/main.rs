@@ -11,6 +11,7 @@ mod clients;
 mod conflicts;
 mod connections;
 mod copy;
+mod copy_flight;
 mod cors;
 mod crs;
 mod defaults;
