@@ -252,7 +252,10 @@ impl Request<'_> {
             copy_allowed && options.wants_copy(self.rows.len(), copy.extra_round_trips(keyed), db)
         };
         let mut skipping_trigger = false;
-        if let Some(copy) = copy::copy_plan(self.coll, self.plan, self.srid).filter(wants_copy) {
+        let round_trip = db.costs().observed().round_trip;
+        let copy = copy::copy_plan(self.coll, self.plan, self.srid)
+            .map(|copy| copy.cheapest_keys(self.coll, self.rows.len(), round_trip));
+        if let Some(copy) = copy.filter(wants_copy) {
             let client = TxGuard::new(db.connection().await?, db.connector());
             let keyed = self.prepare_keyed(&client, db).await?;
             match (copy::Copy {
