@@ -338,7 +338,7 @@ fn rolled_back(refusal: Refusal, report: &SessionReport) -> Error {
     let first = report
         .results
         .iter()
-        .find_map(|r| r.error.clone())
+        .find_map(|r| r.error.as_deref().cloned())
         .or_else(|| report.errors.first().cloned())
         .into_iter()
         .collect();

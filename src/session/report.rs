@@ -48,9 +48,12 @@ pub struct OpResult {
     /// Deletes: how many features were deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deleted: Option<usize>,
+    // Boxed: most operations do not fail, and a session read as it arrives
+    // holds one result per feature.
     /// Why it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<FieldError>,
+    #[schema(value_type = Option<FieldError>)]
+    pub error: Option<Box<FieldError>>,
 }
 
 /// One batch of operations.
@@ -197,7 +200,7 @@ impl Outcome {
             // Invalid, set aside before any database work (skip mode).
             self.failure.get_or_insert(Refusal::Unfit);
             self.results[k].status = OpStatus::Failed;
-            self.results[k].error = Some(e.clone());
+            self.results[k].error = Some(Box::new(e.clone()));
             return true;
         }
         let was_aborted = self.aborted;
@@ -230,7 +233,7 @@ impl Outcome {
             self.failure.get_or_insert(refusal);
             field.operation = Some(k);
             result.status = OpStatus::Failed;
-            result.error = Some(field.for_reader(op.may_read));
+            result.error = Some(Box::new(field.for_reader(op.may_read)));
             result.etag = None;
             self.aborted = true;
             return false;

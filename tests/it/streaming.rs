@@ -16,7 +16,9 @@ use futures_util::stream;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{via_proxy, Served, TestApp, TestDb, TestResponse};
+use crate::support::{
+    http, peak_kib, via_proxy, Served, ServiceProcess, TestApp, TestDb, TestResponse,
+};
 
 const TABLE: &str = "CREATE TABLE pts (
     id serial PRIMARY KEY,
@@ -651,4 +653,42 @@ async fn a_client_that_stops_halfway_keeps_batch_modes_promise() {
         assert!(written > 0 && written % 500 == 0, "{written}");
         assert_eq!(count(&app).await - before, written);
     }
+}
+
+#[tokio::test]
+async fn a_batch_body_streamed_holds_its_batches_and_report_not_its_body() {
+    let db = TestDb::new(TABLE).await;
+    let body = body_text(160_000);
+    let path = "/collections/pts/items?mode=batch";
+    // Each on a service of its own, so that its peak memory is this request's.
+    let mut grown = Vec::new();
+    for stream_after in ["64KiB", "1GiB"] {
+        let env = [
+            ("FEATUREPIPE_STREAM_AFTER", stream_after),
+            ("FEATUREPIPE_MAX_BODY", "1GiB"),
+        ];
+        let service = ServiceProcess::start(&db.url, &env).await;
+        let pid = service.child.id().unwrap();
+        let before = peak_kib(pid);
+        let (status, response) = http(&service.addr, "POST", path, &body).await.unwrap();
+        assert_eq!(status, 200, "{}", &response[..response.len().min(500)]);
+        grown.push(peak_kib(pid).saturating_sub(before));
+        db.client.batch_execute("TRUNCATE pts").await.unwrap();
+    }
+    let body_kib = body.len() as u64 / 1024;
+    let [streamed, whole] = grown[..] else {
+        unreachable!()
+    };
+    eprintln!("body {body_kib} KiB: peak grew {streamed} KiB streamed, {whole} KiB read whole");
+    // Read whole, the body, its rows and the session's statements are held
+    // at once; streamed, the batches in flight and the per-feature report
+    // (its results, then the answer's JSON), which is about the body's size.
+    assert!(
+        streamed * 3 < whole,
+        "streamed {streamed} KiB, read whole {whole} KiB"
+    );
+    assert!(
+        streamed < 4 * body_kib,
+        "streamed {streamed} KiB for a body of {body_kib} KiB"
+    );
 }
