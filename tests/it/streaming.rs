@@ -261,11 +261,6 @@ async fn a_features_member_given_twice_is_refused_streamed_or_whole() {
     }
 }
 
-/// The head of a request for `len` bytes of GeoJSON on `addr`.
-fn request_head(addr: &str, len: usize) -> String {
-    request_head_to(addr, "/collections/pts/items", len)
-}
-
 /// The head of a request for `len` bytes of GeoJSON to `path` on `addr`.
 fn request_head_to(addr: &str, path: &str, len: usize) -> String {
     format!(
@@ -279,41 +274,6 @@ fn body_text(n: usize) -> String {
     body_of(n, 500, &[])
         .map(|b| String::from_utf8(b.to_vec()).unwrap())
         .collect()
-}
-
-#[tokio::test]
-async fn a_client_that_stops_halfway_has_nothing_written() {
-    let app = TestApp::with_config(TABLE, |c| {
-        streaming(c);
-        c.upload_timeout = Duration::from_millis(1500);
-    })
-    .await;
-    let served = Served::start(&app).await;
-    let addr = served.url.trim_start_matches("http://").to_owned();
-    let body = body_text(20_000);
-    let half = &body.as_bytes()[..body.len() / 2];
-    // Half the body, then the end of what it sends: the body is cut short.
-    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    s.write_all(request_head(&addr, body.len()).as_bytes())
-        .await
-        .unwrap();
-    s.write_all(half).await.unwrap();
-    s.shutdown().await.unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-    assert_eq!(count(&app).await, 0);
-    // Half the body, then silence: the upload times out.
-    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    s.write_all(request_head(&addr, body.len()).as_bytes())
-        .await
-        .unwrap();
-    s.write_all(half).await.unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
-    assert!(answer.contains("FEATUREPIPE_UPLOAD_TIMEOUT"), "{answer}");
-    assert_eq!(count(&app).await, 0);
 }
 
 #[tokio::test]
@@ -599,7 +559,7 @@ async fn a_keyed_skip_stream_is_replayed_and_a_different_body_refused() {
 }
 
 #[tokio::test]
-async fn a_client_that_stops_halfway_keeps_batch_modes_promise() {
+async fn a_client_that_stops_halfway_gets_what_its_mode_promises() {
     let app = TestApp::with_config(TABLE, |c| {
         streaming(c);
         c.upload_timeout = Duration::from_millis(1500);
@@ -626,16 +586,18 @@ async fn a_client_that_stops_halfway_keeps_batch_modes_promise() {
             answer
         }
     };
-    // Skip mode is one transaction: nothing is written, cut short or stalled.
-    for close in [true, false] {
-        let answer = send("/collections/pts/items?mode=skip", close).await;
-        let status = if close {
-            "HTTP/1.1 400"
-        } else {
-            "HTTP/1.1 408"
-        };
-        assert!(answer.starts_with(status), "{answer}");
-        assert_eq!(count(&app).await, 0);
+    // Atomic and skip mode are one transaction: half the body, then the end
+    // of what the client sends (cut short, 400) or silence (the upload times
+    // out, 408), and nothing is written.
+    for path in ["/collections/pts/items", "/collections/pts/items?mode=skip"] {
+        for (close, status) in [(true, "HTTP/1.1 400"), (false, "HTTP/1.1 408")] {
+            let answer = send(path, close).await;
+            assert!(answer.starts_with(status), "{path}: {answer}");
+            if !close {
+                assert!(answer.contains("FEATUREPIPE_UPLOAD_TIMEOUT"), "{answer}");
+            }
+            assert_eq!(count(&app).await, 0, "{path}");
+        }
     }
     // Batch mode: the batches that had come whole are committed, and the
     // refusal says which.
