@@ -654,3 +654,38 @@ async fn a_batch_body_streamed_holds_its_batches_and_report_not_its_body() {
         "streamed {streamed} KiB for a body of {body_kib} KiB"
     );
 }
+
+#[tokio::test]
+async fn streamed_batch_and_skip_modes_cost_no_more_round_trips_than_read_whole() {
+    // Two services, one streaming every body past 64 KiB, one reading every
+    // body whole, each through a proxy 50 ms away that counts round trips
+    // (far enough that the parser keeps ahead of the answers).
+    let mut services = Vec::new();
+    for stream_after in [64 << 10, 64 << 20] {
+        let db = TestDb::new(TABLE).await;
+        let (proxy, mut config) = via_proxy(&db, Duration::from_millis(50)).await;
+        config.batch_size = 500;
+        config.stream_after = stream_after;
+        config.pool_size = 1;
+        services.push((TestApp::on(db, config).await, proxy));
+    }
+    for mode in ["batch", "skip"] {
+        let path = format!("/collections/pts/items?mode={mode}");
+        let mut trips = Vec::new();
+        for (app, proxy) in &services {
+            // Warm: the connection and its prepared INSERT.
+            let warm = post_to(app, &path, body_of(1, 1, &[]), &[]).await;
+            assert_eq!(warm.status, 200, "{warm:?}");
+            let before = proxy.round_trips();
+            let r = post_to(app, &path, body_of(3_000, 250, &[]), &[]).await;
+            assert_eq!(r.status, 200, "{}", r.body["detail"]);
+            assert_eq!(r.body["written"], 3_000);
+            trips.push(proxy.round_trips() - before);
+        }
+        eprintln!(
+            "{mode}: {} round trips streamed, {} read whole",
+            trips[0], trips[1]
+        );
+        assert!(trips[0] <= trips[1], "{mode}: {trips:?}");
+    }
+}
