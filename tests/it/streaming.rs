@@ -1,6 +1,8 @@
 //! Bodies written as they arrive (issue 18): large FeatureCollections are
-//! parsed, validated and written batch by batch, and committed only once the
-//! whole body has been read and found good.
+//! parsed, validated and written batch by batch, and (atomic and skip mode)
+//! committed only once the whole body has been read and found good; batch
+//! mode commits each batch as it comes, and its answers are compared with
+//! those of the same bodies read whole.
 
 use std::io::Write as _;
 use std::sync::Arc;
