@@ -734,16 +734,19 @@ async fn edit_session(bench: &Bench) -> String {
 async fn load_tests(bench: &Bench, dir: &Path) -> String {
     let mut md = String::new();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    // 64 MiB of points (about 532,000 features), streamed and read whole;
-    // then 512 MiB (about 4.2 million), streamed. Each on a service of its
-    // own, so that its peak RSS is the request's.
-    let cases: [(usize, &str, &str); 3] = [
-        (532_000, "streamed", "8MiB"),
-        (532_000, "read whole", "1GiB"),
-        (4_260_000, "streamed", "8MiB"),
+    // 64 MiB of points (about 532,000 features), streamed and read whole,
+    // in atomic and in batch mode (an edit-session report, one result per
+    // feature); then 512 MiB (about 4.2 million), streamed. Each on a
+    // service of its own, so that its peak RSS is the request's.
+    let cases: [(usize, &str, &str, &str); 5] = [
+        (532_000, "streamed", "8MiB", ""),
+        (532_000, "read whole", "1GiB", ""),
+        (532_000, "streamed, mode=batch", "8MiB", "?mode=batch"),
+        (532_000, "read whole, mode=batch", "1GiB", "?mode=batch"),
+        (4_260_000, "streamed", "8MiB", ""),
     ];
     let mut single = f64::NAN;
-    for (n, how, stream_after) in cases {
+    for (n, how, stream_after, mode) in cases {
         let body = points_body(n);
         bench.truncate("points").await;
         let service = Service::start(
@@ -758,18 +761,21 @@ async fn load_tests(bench: &Bench, dir: &Path) -> String {
         .await;
         let idle = service.peak_rss();
         let started = Instant::now();
-        let (status, answer) = http(service.addr, "POST", "/collections/points/items", &body)
-            .await
-            .unwrap();
+        let path = format!("/collections/points/items{mode}");
+        let (status, answer) = http(service.addr, "POST", &path, &body).await.unwrap();
         let wall = started.elapsed();
+        let (created, listed) = match mode {
+            "" => (201, "ids"),
+            _ => (200, "results"),
+        };
         assert_eq!(
             status,
-            201,
+            created,
             "{}",
             String::from_utf8_lossy(&answer[..answer.len().min(2000)])
         );
         let report: Value = serde_json::from_slice(&answer).unwrap();
-        assert_eq!(report["ids"].as_array().map(Vec::len), Some(n));
+        assert_eq!(report[listed].as_array().map(Vec::len), Some(n));
         let peak = service.peak_rss();
         if n == 532_000 && how == "streamed" {
             single = n as f64 / wall.as_secs_f64();
@@ -777,7 +783,7 @@ async fn load_tests(bench: &Bench, dir: &Path) -> String {
         writeln!(
             md,
             "- **Memory, {:.0} MiB body, {how}**: one FeatureCollection of {n} points, {:.1} MiB, \
-             FEATUREPIPE_MAX_BODY=1GiB, otherwise default settings (auto → COPY): peak RSS {:.1} MiB \
+             FEATUREPIPE_MAX_BODY=1GiB, otherwise default settings (auto → COPY in atomic mode): peak RSS {:.1} MiB \
              ({:.2}× the body; {:.1} MiB before the request); every id returned; written in {:.2} s, \
              {:.0} features/s.",
             mib(body.len() as u64).round(),

@@ -18,7 +18,7 @@ use super::{
     FeatureRow, ParsedBody, Reading, Validator,
 };
 use crate::catalog::Collection;
-use crate::error::Error;
+use crate::error::{Error, FieldError};
 use crate::json::{Read, Reader, SyntaxError};
 
 /// How a body read as it arrived was read.
@@ -35,14 +35,24 @@ pub enum Streamed {
 /// cut short (an escape, a literal): it is looked at again with more bytes.
 const LOOKAHEAD: usize = 16;
 
+/// What becomes of one feature of a streamed body: its row, or (with
+/// [`Reading::keep_valid`]) its first problem.
+pub type Checked = Result<FeatureRow, Box<FieldError>>;
+
+/// What is told each feature of a streamed body: its index, what became of
+/// it, and the column sets known so far.
+pub type OnFeature<'a> = dyn FnMut(usize, Checked, &[Vec<usize>]) + 'a;
+
 /// Read the body that `chunks` yield (all of them, whatever is found) and
 /// validate it against `coll`. While it is clean, each valid feature goes to
-/// `on_row` with the column sets known so far.
+/// `on_row` with its index and the column sets known so far; with
+/// [`Reading::keep_valid`] every feature does, an invalid one as its first
+/// problem, and invalid features do not refuse the body.
 pub fn parse_stream(
     chunks: impl Iterator<Item = Bytes>,
     coll: &Collection,
     how: &Reading,
-    on_row: &mut dyn FnMut(FeatureRow, &[Vec<usize>]),
+    on_row: &mut OnFeature<'_>,
 ) -> Streamed {
     let mut w = Window::new(chunks);
     // JSON-FG (asked for, or a `conformsTo` before the features) is read
@@ -274,7 +284,7 @@ impl Body<'_> {
         &mut self,
         w: &mut Window<I>,
         mut at: usize,
-        on_row: &mut dyn FnMut(FeatureRow, &[Vec<usize>]),
+        on_row: &mut OnFeature<'_>,
     ) -> Result<(), String> {
         loop {
             let depth = match self.place {
@@ -327,7 +337,7 @@ impl Body<'_> {
         r: &mut Reader<'_>,
         limit: usize,
         done: &mut usize,
-        on_row: &mut dyn FnMut(FeatureRow, &[Vec<usize>]),
+        on_row: &mut OnFeature<'_>,
     ) -> Read<bool> {
         loop {
             match self.place {
@@ -349,9 +359,16 @@ impl Body<'_> {
                     self.place = Place::Elements { first };
                     if i >= self.how.limits.features {
                         self.too_many = true;
-                    } else if let Some(row) = self.v.feature(i, Some(i), &feature) {
-                        if self.v.total == 0 && !self.too_many {
-                            on_row(row, &self.v.shapes);
+                    } else {
+                        let row = self.v.feature(i, Some(i), &feature);
+                        let checked = match row {
+                            Some(row) => Some(Ok(row)),
+                            // Set aside with its first problem (`keep_valid`).
+                            None => self.v.rejected.pop().map(|(_, e)| Err(Box::new(e))),
+                        };
+                        let clean = self.v.total == 0 || self.how.keep_valid;
+                        if let Some(checked) = checked.filter(|_| clean && !self.too_many) {
+                            on_row(i, checked, &self.v.shapes);
                         }
                     }
                 }
@@ -399,7 +416,7 @@ impl Body<'_> {
         if self.repeated {
             return Err(repeated_features());
         }
-        if self.v.total == 0 {
+        if self.v.total == 0 || self.how.keep_valid {
             return Ok(self.v.shapes.clone());
         }
         Err(self.v.failure())
@@ -441,7 +458,9 @@ mod tests {
     fn streamed(body: &[u8], size: usize, how: &Reading) -> (bool, String) {
         let chunks = body.chunks(size).map(Bytes::copy_from_slice);
         let mut rows = Vec::new();
-        let outcome = parse_stream(chunks, &table(), how, &mut |row, _| rows.push(row));
+        let outcome = parse_stream(chunks, &table(), how, &mut |_, row, _| {
+            rows.push(row.expect("only valid rows are handed on"))
+        });
         match outcome {
             Streamed::Whole(r) => (
                 false,

@@ -8,6 +8,7 @@ pub mod caller;
 pub mod changes;
 pub mod collections;
 pub mod cors;
+pub mod create;
 pub mod encoding;
 pub mod guard;
 pub mod health;

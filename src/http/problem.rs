@@ -10,7 +10,8 @@ use utoipa::ToSchema;
 
 use crate::db::DbError;
 use crate::error::{Current, Error, ErrorKind, FieldError, Refusal, MAX_LISTED_ERRORS};
-use crate::write::report::BatchReport;
+use crate::session::report::SessionReport;
+use crate::write::report::{BatchReport, BatchStatus};
 
 /// What an answer says went wrong: a domain error, or a problem with the
 /// HTTP request itself.
@@ -218,6 +219,23 @@ impl ApiError {
     pub fn with_errors(mut self, errors: Vec<FieldError>) -> Self {
         self.0.total_errors = Some(errors.len());
         self.0.errors = errors;
+        self
+    }
+
+    /// Say that the batches `report` lists as committed stay committed
+    /// (batch mode, a body refused after they were written), and attach it.
+    pub fn with_committed(mut self, report: &SessionReport) -> Self {
+        let batches = report
+            .batches
+            .iter()
+            .filter(|b| b.status == BatchStatus::Committed)
+            .count();
+        self.0.detail = format!(
+            "{}; but {} feature(s) in {batches} batch(es) were committed before the problem              was found (mode=batch commits each batch on its own): \"report\" lists them",
+            self.0.detail.replace("; nothing was written", ""),
+            report.written,
+        );
+        self.0.report = serde_json::to_value(report).ok();
         self
     }
 

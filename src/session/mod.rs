@@ -10,6 +10,7 @@
 pub mod input;
 pub mod ogc;
 pub mod report;
+pub mod stream;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -26,7 +27,7 @@ use crate::db::statement::{cache_room, prepare_in_flight, Naming, Stmt};
 use crate::db::Database;
 use crate::error::{Error, ErrorKind, FieldError, Refusal};
 use crate::feature::value::SqlValue;
-use crate::feature::ParsedBody;
+use crate::feature::{FeatureRow, ParsedBody};
 use crate::geometry::{Crs, WGS84_SRID};
 use crate::read;
 use crate::write::guard::TxGuard;
@@ -239,6 +240,9 @@ pub struct Session<'a> {
     keyed: Option<Keyed<'a>>,
     reply: Reply<'a>,
     operations: &'a [Operation],
+    /// The index of `operations[0]` in the whole session (a session read
+    /// as it arrives runs a window of it at a time).
+    first: usize,
     steps: &'a [Step],
     statements: Vec<Stmt>,
     statement_of: Vec<usize>,
@@ -334,7 +338,7 @@ fn rolled_back(refusal: Refusal, report: &SessionReport) -> Error {
     let first = report
         .results
         .iter()
-        .find_map(|r| r.error.clone())
+        .find_map(|r| r.error.as_deref().cloned())
         .or_else(|| report.errors.first().cloned())
         .into_iter()
         .collect();
@@ -395,40 +399,58 @@ pub fn inserts(
     let mut operations = Vec::with_capacity(n);
     let mut step = 0;
     for i in 0..n {
-        let refused = rejected.next_if(|(f, _)| *f == i).map(|(_, mut e)| {
-            e.operation = Some(i);
-            e
-        });
-        let steps = if refused.is_some() {
-            step..step
-        } else {
-            debug_assert!(row_features.is_empty() || row_features[step] == i);
-            step += 1;
-            step - 1..step
-        };
-        operations.push(Operation {
-            op: Op::Insert,
-            collection: coll.id.clone(),
-            steps,
-            at: format!("/features/{i}"),
-            indexed: false,
-            rejected: refused,
-            feature: Some(i),
-            may_read,
-        });
+        let refused = rejected.next_if(|(f, _)| *f == i).map(|(_, e)| e);
+        debug_assert!(refused.is_some() || row_features.is_empty() || row_features[step] == i);
+        operations.push(insert_operation(coll, i, refused, &mut step, may_read));
     }
     let steps = rows
         .into_iter()
-        .map(|row| Step {
-            coll: coll.clone(),
-            kind: StepKind::Insert(shapes[row.shape].clone()),
-            id: None,
-            values: row.values,
-            if_match: None,
-            srid,
-        })
+        .map(|row| insert_step(coll, &shapes, row, srid))
         .collect();
     (operations, steps)
+}
+
+/// The insert operation of feature `i` of a FeatureCollection: its one
+/// statement is `*step` (then counted), or it was `refused` as invalid.
+fn insert_operation(
+    coll: &Collection,
+    i: usize,
+    refused: Option<FieldError>,
+    step: &mut usize,
+    may_read: bool,
+) -> Operation {
+    let steps = match refused {
+        Some(_) => *step..*step,
+        None => {
+            *step += 1;
+            *step - 1..*step
+        }
+    };
+    Operation {
+        op: Op::Insert,
+        collection: coll.id.clone(),
+        steps,
+        at: format!("/features/{i}"),
+        indexed: false,
+        rejected: refused.map(|e| FieldError {
+            operation: Some(i),
+            ..e
+        }),
+        feature: Some(i),
+        may_read,
+    }
+}
+
+/// The INSERT of `row`, whose columns are one of `shapes`.
+fn insert_step(coll: &Arc<Collection>, shapes: &[Vec<usize>], row: FeatureRow, srid: i32) -> Step {
+    Step {
+        coll: coll.clone(),
+        kind: StepKind::Insert(shapes[row.shape].clone()),
+        id: None,
+        values: row.values,
+        if_match: None,
+        srid,
+    }
 }
 
 /// The end of the window of operations from `from` holding at most `size`
@@ -456,6 +478,43 @@ fn batches(operations: &[Operation], size: usize) -> Vec<Range<usize>> {
     batches
 }
 
+/// Every distinct statement of `steps` prepared on `client`, all in one
+/// round trip (cached per connection), and which one each step runs.
+async fn prepare_steps(
+    client: &TxGuard,
+    naming: Naming,
+    steps: &[Step],
+) -> Result<(Vec<Stmt>, Vec<usize>), Error> {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut sqls = Vec::new();
+    let statement_of = steps
+        .iter()
+        .map(|step| {
+            let sql = step.sql();
+            *index.entry(sql.clone()).or_insert_with(|| {
+                sqls.push(sql);
+                sqls.len() - 1
+            })
+        })
+        .collect();
+    // As for inserts: a bounded cache per connection, decided before any is added.
+    let room = cache_room(client);
+    let prepares: Vec<Call<'_, Result<Stmt, PgError>>> = sqls
+        .iter()
+        .enumerate()
+        .map(|(n, sql)| {
+            Box::pin(prepare_in_flight(client, sql, naming.within(room, n))) as Call<'_, _>
+        })
+        .collect();
+    let mut calls = Calls::new(prepares);
+    calls.send_all().await;
+    let mut statements = Vec::with_capacity(sqls.len());
+    while let Some(prepared) = calls.next().await {
+        statements.push(prepared.map_err(|e| Error::database("preparing the session", &e))?);
+    }
+    Ok((statements, statement_of))
+}
+
 impl<'a> Session<'a> {
     /// Prepare every distinct statement, all in one round trip (cached per connection).
     async fn prepare(
@@ -465,38 +524,13 @@ impl<'a> Session<'a> {
         steps: &'a [Step],
         reply: Reply<'a>,
     ) -> Result<Session<'a>, Error> {
-        let mut index: HashMap<String, usize> = HashMap::new();
-        let mut sqls = Vec::new();
-        let statement_of = steps
-            .iter()
-            .map(|step| {
-                let sql = step.sql();
-                *index.entry(sql.clone()).or_insert_with(|| {
-                    sqls.push(sql);
-                    sqls.len() - 1
-                })
-            })
-            .collect();
-        // As for inserts: a bounded cache per connection, decided before any is added.
-        let room = cache_room(client);
-        let prepares: Vec<Call<'_, Result<Stmt, PgError>>> = sqls
-            .iter()
-            .enumerate()
-            .map(|(n, sql)| {
-                Box::pin(prepare_in_flight(client, sql, naming.within(room, n))) as Call<'_, _>
-            })
-            .collect();
-        let mut calls = Calls::new(prepares);
-        calls.send_all().await;
-        let mut statements = Vec::with_capacity(sqls.len());
-        while let Some(prepared) = calls.next().await {
-            statements.push(prepared.map_err(|e| Error::database("preparing the session", &e))?);
-        }
+        let (statements, statement_of) = prepare_steps(client, naming, steps).await?;
         Ok(Session {
             client,
             keyed: None,
             reply,
             operations,
+            first: 0,
             steps,
             statements,
             statement_of,
@@ -639,7 +673,7 @@ impl<'a> Session<'a> {
         mode: Mode,
         batches: usize,
     ) {
-        let everything = 0..self.operations.len();
+        let everything = 0..outcome.operations();
         outcome.finish_transaction(everything.clone(), Some(Ok(Done::Control)), 0..batches);
         let report = outcome.clone().report(mode);
         let document = self.reply.document(report, self.operations, self.steps);
@@ -664,22 +698,17 @@ impl<'a> Session<'a> {
         let (answers, commits_sent) = self.flight(&msgs).await;
         let mut answers = answers.into_iter();
         for (b, batch) in batches.iter().enumerate() {
-            match answers.next() {
-                // Lost with this and every later batch's COMMIT sent.
-                Some(Err(e)) if commits_sent && e.as_db_error().is_none() => {
-                    self.client.set_open(false);
-                    let later = batch.start..self.operations.len();
-                    outcome.lost_with_commit(later, b..batches.len());
-                    return Ok(());
-                }
-                begin => check_control(begin, "starting a batch")?,
+            let sent = Sent {
+                batch: (b, batch.clone()),
+                operations: self.operations,
+                first: self.first,
+                steps: self.steps,
+                commits_sent,
+                started,
+            };
+            if !sent.settle(outcome, &mut answers)? {
+                break;
             }
-            for k in batch.clone() {
-                outcome.record(k, &self.operations[k], &mut answers, self.steps);
-            }
-            outcome.batch_time(b, started.elapsed());
-            let commit = answers.next();
-            outcome.finish_transaction(batch.clone(), commit, b..b + 1);
         }
         self.client.set_open(false);
         Ok(())
@@ -689,22 +718,34 @@ impl<'a> Session<'a> {
     /// statements; after a failure, roll back to its savepoint and go on with
     /// the next operation. COMMIT once everything has been answered.
     async fn skipping(&self, window: usize, outcome: &mut Outcome) -> Result<(), Error> {
-        const UNDO: [&str; 2] = [
-            "ROLLBACK TO SAVEPOINT featurepipe_op",
-            "RELEASE SAVEPOINT featurepipe_op",
-        ];
-        let mut from = 0;
-        // Deferred constraints are checked per statement, so that a failure
-        // belongs to its operation instead of rolling back everything at COMMIT.
-        let mut lead = vec![Msg::Sql("BEGIN"), Msg::Sql("SET CONSTRAINTS ALL IMMEDIATE")];
+        let mut lead = SKIP_LEAD.map(Msg::Sql).to_vec();
         if self.keyed.is_some() {
             lead.extend([Msg::Expire, Msg::Claim]);
         }
         self.client.set_open(true);
         let started = Instant::now();
+        self.skip_through(window, outcome, &mut lead).await?;
+        self.skip_commit(lead, outcome, started).await
+    }
+
+    /// Send this session's operations as [`Session::skipping`] does, the
+    /// flights led by `lead`; `lead` is left with what the next flight must
+    /// begin with (undoing a failure at the end).
+    async fn skip_through(
+        &self,
+        window: usize,
+        outcome: &mut Outcome,
+        lead: &mut Vec<Msg>,
+    ) -> Result<(), Error> {
+        const UNDO: [&str; 2] = [
+            "ROLLBACK TO SAVEPOINT featurepipe_op",
+            "RELEASE SAVEPOINT featurepipe_op",
+        ];
+        let mut from = 0;
         while from < self.operations.len() {
             let end = window_end(self.operations, from, window);
-            let mut msgs = lead.clone();
+            let leading = std::mem::take(lead);
+            let mut msgs = leading.clone();
             for op in self.operations[from..end]
                 .iter()
                 .filter(|op| op.rejected.is_none())
@@ -714,40 +755,52 @@ impl<'a> Session<'a> {
                 msgs.push(Msg::Sql("RELEASE SAVEPOINT featurepipe_op"));
             }
             let mut answers = self.flight(&msgs).await.0.into_iter();
-            check_lead(&lead, &mut answers, "continuing the session")?;
+            check_lead(&leading, &mut answers, "continuing the session")?;
             let start = from;
             from = end;
-            lead = Vec::new();
             for k in start..end {
-                if self.operations[k].rejected.is_some() {
-                    outcome.record(k, &self.operations[k], &mut answers, self.steps);
+                let op = &self.operations[k];
+                if op.rejected.is_some() {
+                    outcome.record(self.first + k, op, &mut answers, self.steps);
                     continue;
                 }
                 check_control(answers.next(), "taking a savepoint")?;
-                if !outcome.record(k, &self.operations[k], &mut answers, self.steps) {
+                if !outcome.record(self.first + k, op, &mut answers, self.steps) {
                     // What followed in this window was refused (25P02): undo
                     // this operation alone and go on after it.
                     outcome.skipped();
-                    lead = UNDO.map(Msg::Sql).to_vec();
+                    *lead = UNDO.map(Msg::Sql).to_vec();
                     from = k + 1;
                     break;
                 }
                 check_control(answers.next(), "releasing a savepoint")?;
             }
         }
+        Ok(())
+    }
+
+    /// End a skip session: `lead` (undoing the last failure, claiming the
+    /// key), then COMMIT, or under a key the report stored and COMMIT.
+    async fn skip_commit(
+        &self,
+        lead: Vec<Msg>,
+        outcome: &mut Outcome,
+        started: Instant,
+    ) -> Result<(), Error> {
         let mut msgs = lead.clone();
         if self.keyed.is_none() {
             msgs.push(Msg::Sql("COMMIT"));
         }
         let (answers, commit_sent) = self.flight(&msgs).await;
         let mut answers = answers.into_iter();
+        let everything = 0..outcome.operations();
         if let Err(lost) = check_lead(&lead, &mut answers, "undoing the last failure") {
             if self.keyed.is_some() || !commit_sent || !self.client.is_closed() {
                 return Err(lost);
             }
             // Lost with the COMMIT sent: what was written may be committed.
             self.client.set_open(false);
-            outcome.lost_with_commit(0..self.operations.len(), 0..1);
+            outcome.lost_with_commit(everything, 0..1);
             return Ok(());
         }
         outcome.batch_time(0, started.elapsed());
@@ -757,8 +810,58 @@ impl<'a> Session<'a> {
         }
         let commit = answers.next();
         self.client.set_open(false);
-        outcome.finish_transaction(0..self.operations.len(), commit, 0..1);
+        outcome.finish_transaction(everything, commit, 0..1);
         Ok(())
+    }
+}
+
+/// How a skip session begins: deferred constraints are checked per
+/// statement, so that a failure belongs to its operation instead of rolling
+/// back everything at COMMIT.
+const SKIP_LEAD: [&str; 2] = ["BEGIN", "SET CONSTRAINTS ALL IMMEDIATE"];
+
+/// One batch of a batch-mode session sent (BEGIN, its statements, COMMIT),
+/// its answers to read.
+struct Sent<'s> {
+    /// Its number, and its operations in the whole session.
+    batch: (usize, Range<usize>),
+    /// Operations from `first` on, holding the batch's.
+    operations: &'s [Operation],
+    first: usize,
+    /// The statements the operations' steps index.
+    steps: &'s [Step],
+    /// Its COMMIT (and every later batch's) went out.
+    commits_sent: bool,
+    /// When the session was sent.
+    started: Instant,
+}
+
+impl Sent<'_> {
+    /// Read the batch's answers into `outcome`; `false` when the connection
+    /// was lost with its COMMIT sent: its fate and every later batch's is
+    /// unknown, and nothing more is read.
+    fn settle(
+        &self,
+        outcome: &mut Outcome,
+        answers: &mut impl Iterator<Item = Result<Done, PgError>>,
+    ) -> Result<bool, Error> {
+        let (b, batch) = self.batch.clone();
+        match answers.next() {
+            // Lost with this and every later batch's COMMIT sent.
+            Some(Err(e)) if self.commits_sent && e.as_db_error().is_none() => {
+                let later = batch.start..outcome.operations();
+                outcome.lost_with_commit(later, b..outcome.batches());
+                return Ok(false);
+            }
+            begin => check_control(begin, "starting a batch")?,
+        }
+        for k in batch.clone() {
+            outcome.record(k, &self.operations[k - self.first], answers, self.steps);
+        }
+        outcome.batch_time(b, self.started.elapsed());
+        let commit = answers.next();
+        outcome.finish_transaction(batch, commit, b..b + 1);
+        Ok(true)
     }
 }
 

@@ -48,9 +48,12 @@ pub struct OpResult {
     /// Deletes: how many features were deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deleted: Option<usize>,
+    // Boxed: most operations do not fail, and a session read as it arrives
+    // holds one result per feature.
     /// Why it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<FieldError>,
+    #[schema(value_type = Option<FieldError>)]
+    pub error: Option<Box<FieldError>>,
 }
 
 /// One batch of operations.
@@ -119,36 +122,51 @@ pub struct Outcome {
 impl Outcome {
     /// Nothing written yet.
     pub fn new(operations: &[Operation], batches: &[Range<usize>]) -> Self {
-        Outcome {
+        let mut outcome = Outcome {
             failure: None,
-            results: operations
-                .iter()
-                .map(|o| OpResult {
-                    op: o.op,
-                    collection: o.collection.clone(),
-                    status: OpStatus::NotWritten,
-                    ids: None,
-                    etag: None,
-                    deleted: None,
-                    error: None,
-                })
-                .collect(),
-            batches: batches
-                .iter()
-                .enumerate()
-                .map(|(index, b)| SessionBatch {
-                    index,
-                    first_operation: b.start,
-                    count: b.len(),
-                    status: BatchStatus::NotAttempted,
-                    db_ms: 0.0,
-                })
-                .collect(),
+            results: Vec::with_capacity(operations.len()),
+            batches: Vec::with_capacity(batches.len()),
             aborted: false,
             lost: false,
             errors: Vec::new(),
-            may_read_all: operations.iter().all(|o| o.may_read),
-        }
+            may_read_all: true,
+        };
+        outcome.grow(operations, batches);
+        outcome
+    }
+
+    /// Operations and batches that came after those known so far (a
+    /// session read as it arrives), nothing written yet.
+    pub fn grow(&mut self, operations: &[Operation], batches: &[Range<usize>]) {
+        self.results.extend(operations.iter().map(|o| OpResult {
+            op: o.op,
+            collection: o.collection.clone(),
+            status: OpStatus::NotWritten,
+            ids: None,
+            etag: None,
+            deleted: None,
+            error: None,
+        }));
+        let first = self.batches.len();
+        self.batches
+            .extend(batches.iter().enumerate().map(|(b, ops)| SessionBatch {
+                index: first + b,
+                first_operation: ops.start,
+                count: ops.len(),
+                status: BatchStatus::NotAttempted,
+                db_ms: 0.0,
+            }));
+        self.may_read_all &= operations.iter().all(|o| o.may_read);
+    }
+
+    /// How many operations are known.
+    pub fn operations(&self) -> usize {
+        self.results.len()
+    }
+
+    /// How many batches are known.
+    pub fn batches(&self) -> usize {
+        self.batches.len()
     }
 
     /// The connection was lost after a flight that ended in COMMIT went out,
@@ -182,7 +200,7 @@ impl Outcome {
             // Invalid, set aside before any database work (skip mode).
             self.failure.get_or_insert(Refusal::Unfit);
             self.results[k].status = OpStatus::Failed;
-            self.results[k].error = Some(e.clone());
+            self.results[k].error = Some(Box::new(e.clone()));
             return true;
         }
         let was_aborted = self.aborted;
@@ -215,7 +233,7 @@ impl Outcome {
             self.failure.get_or_insert(refusal);
             field.operation = Some(k);
             result.status = OpStatus::Failed;
-            result.error = Some(field.for_reader(op.may_read));
+            result.error = Some(Box::new(field.for_reader(op.may_read)));
             result.etag = None;
             self.aborted = true;
             return false;
@@ -275,7 +293,6 @@ impl Outcome {
         self.aborted = false;
     }
 
-    /// The report.
     /// Whether the current transaction has failed.
     pub fn failed(&self) -> bool {
         self.aborted

@@ -84,7 +84,9 @@ pub fn read_rows(
         let mut shapes_grew = None;
         // A writer gone (its request over) refuses the batch: reading goes on.
         let send = |rows, shapes| drop(tx.blocking_send(Batch { rows, shapes }));
-        let streamed = parse_stream(input, &coll, &how, &mut |row, shapes| {
+        let streamed = parse_stream(input, &coll, &how, &mut |_, row, shapes| {
+            // Atomic: a body with an invalid feature hands on no more rows.
+            let Ok(row) = row else { return };
             if shapes.len() > known_shapes {
                 known_shapes = shapes.len();
                 shapes_grew = Some(shapes.to_vec());
@@ -304,7 +306,7 @@ fn keyed_by<'a>(
 
 /// The hash to commit under, once the whole body has been read; `None`
 /// when it was refused (or the request is over): nothing is to stay.
-async fn judged(verdict: oneshot::Receiver<Verdict>) -> Option<String> {
+pub async fn judged(verdict: oneshot::Receiver<Verdict>) -> Option<String> {
     match verdict.await {
         Ok(Verdict::Commit { hash }) => Some(hash),
         Ok(Verdict::Abandon) | Err(_) => None,
@@ -439,14 +441,15 @@ async fn abandoned(
 
 /// Requests sent on one connection as they are made, their answers read
 /// back in order.
-struct Flight<'a, T> {
+pub(crate) struct Flight<'a, T> {
     pending: FuturesOrdered<Call<'a, T>>,
     /// Answers that arrived while sending.
     ready: VecDeque<T>,
 }
 
 impl<'a, T> Flight<'a, T> {
-    fn new() -> Self {
+    /// Nothing sent yet.
+    pub(crate) fn new() -> Self {
         Flight {
             pending: FuturesOrdered::new(),
             ready: VecDeque::new(),
@@ -454,7 +457,7 @@ impl<'a, T> Flight<'a, T> {
     }
 
     /// Send `call` now (tokio-postgres sends a request when first polled).
-    async fn send(&mut self, call: Call<'a, T>) {
+    pub(crate) async fn send(&mut self, call: Call<'a, T>) {
         // A request sent while every earlier one has been answered waits a
         // round trip of its own.
         if self.pending.is_empty() {
@@ -472,7 +475,7 @@ impl<'a, T> Flight<'a, T> {
     }
 
     /// The next answer in order, waiting for it.
-    async fn next(&mut self) -> Option<T> {
+    pub(crate) async fn next(&mut self) -> Option<T> {
         match self.ready.pop_front() {
             Some(answer) => Some(answer),
             None => self.pending.next().await,

@@ -8,14 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
-use crate::support::{http, point, Served, ServiceProcess, TestApp, TestDb};
-
-/// The process's peak resident memory so far (VmHWM), in KiB.
-fn peak_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
+use crate::support::{http, peak_kib, point, Served, ServiceProcess, TestApp, TestDb};
 
 /// POST `body` gzip-encoded over a fresh connection: (status, response text).
 async fn post_gzip(addr: &str, path: &str, body: &[u8]) -> (u16, String) {

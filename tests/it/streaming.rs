@@ -1,6 +1,8 @@
 //! Bodies written as they arrive (issue 18): large FeatureCollections are
-//! parsed, validated and written batch by batch, and committed only once the
-//! whole body has been read and found good.
+//! parsed, validated and written batch by batch, and (atomic and skip mode)
+//! committed only once the whole body has been read and found good; batch
+//! mode commits each batch as it comes, and its answers are compared with
+//! those of the same bodies read whole.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -16,7 +18,9 @@ use futures_util::stream;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{via_proxy, Served, TestApp, TestDb, TestResponse};
+use crate::support::{
+    http, peak_kib, via_proxy, Served, ServiceProcess, TestApp, TestDb, TestResponse,
+};
 
 const TABLE: &str = "CREATE TABLE pts (
     id serial PRIMARY KEY,
@@ -93,8 +97,17 @@ async fn post_stream(
     chunks: impl Iterator<Item = Bytes> + Send + 'static,
     headers: &[(&str, &str)],
 ) -> TestResponse {
-    let mut req =
-        Request::post("/collections/pts/items").header("content-type", "application/geo+json");
+    post_to(app, "/collections/pts/items", chunks, headers).await
+}
+
+/// POST `chunks` (of unknown length: chunked) to `path`.
+async fn post_to(
+    app: &TestApp,
+    path: &str,
+    chunks: impl Iterator<Item = Bytes> + Send + 'static,
+    headers: &[(&str, &str)],
+) -> TestResponse {
+    let mut req = Request::post(path).header("content-type", "application/geo+json");
     for (name, value) in headers {
         req = req.header(*name, *value);
     }
@@ -250,10 +263,10 @@ async fn a_features_member_given_twice_is_refused_streamed_or_whole() {
     }
 }
 
-/// The head of a request for `len` bytes of GeoJSON on `addr`.
-fn request_head(addr: &str, len: usize) -> String {
+/// The head of a request for `len` bytes of GeoJSON to `path` on `addr`.
+fn request_head_to(addr: &str, path: &str, len: usize) -> String {
     format!(
-        "POST /collections/pts/items HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
          Content-Length: {len}\r\nConnection: close\r\n\r\n"
     )
 }
@@ -263,41 +276,6 @@ fn body_text(n: usize) -> String {
     body_of(n, 500, &[])
         .map(|b| String::from_utf8(b.to_vec()).unwrap())
         .collect()
-}
-
-#[tokio::test]
-async fn a_client_that_stops_halfway_has_nothing_written() {
-    let app = TestApp::with_config(TABLE, |c| {
-        streaming(c);
-        c.upload_timeout = Duration::from_millis(1500);
-    })
-    .await;
-    let served = Served::start(&app).await;
-    let addr = served.url.trim_start_matches("http://").to_owned();
-    let body = body_text(20_000);
-    let half = &body.as_bytes()[..body.len() / 2];
-    // Half the body, then the end of what it sends: the body is cut short.
-    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    s.write_all(request_head(&addr, body.len()).as_bytes())
-        .await
-        .unwrap();
-    s.write_all(half).await.unwrap();
-    s.shutdown().await.unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-    assert_eq!(count(&app).await, 0);
-    // Half the body, then silence: the upload times out.
-    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    s.write_all(request_head(&addr, body.len()).as_bytes())
-        .await
-        .unwrap();
-    s.write_all(half).await.unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await.unwrap();
-    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
-    assert!(answer.contains("FEATUREPIPE_UPLOAD_TIMEOUT"), "{answer}");
-    assert_eq!(count(&app).await, 0);
 }
 
 #[tokio::test]
@@ -385,4 +363,332 @@ async fn with_pipelining_off_a_large_body_is_read_whole_and_written_a_statement_
         "BEGIN, 600 INSERTs, COMMIT"
     );
     assert_eq!(count(&app).await, 601);
+}
+
+/// The same table, unique on `n`, with the feature 1234 stored already: a
+/// body of every `n` conflicts there.
+const UNIQUE: &str = "CREATE TABLE pts (id serial PRIMARY KEY, name text, n integer NOT NULL UNIQUE, geom geometry(Point, 4326));
+     INSERT INTO pts (id, n) VALUES (100000, 1234)";
+
+/// Two services on databases set up alike: one that streams every body past
+/// 64 KiB, one that reads every body whole; batches of 500 both.
+async fn streamed_and_whole(setup: &str) -> (TestApp, TestApp) {
+    let streamed = TestApp::with_config(setup, streaming).await;
+    let whole = TestApp::with_config(setup, |c| {
+        c.batch_size = 500;
+        c.stream_after = 64 << 20;
+    })
+    .await;
+    (streamed, whole)
+}
+
+/// An edit-session report without its timings, to compare.
+fn untimed(mut report: Value) -> Value {
+    for batch in report["batches"].as_array_mut().into_iter().flatten() {
+        batch.as_object_mut().unwrap().remove("db_ms");
+    }
+    report
+}
+
+/// POST the body of `n` features (`bad` invalid) in `mode` to both
+/// services: the streamed answer, after checking it is the whole one.
+async fn same_answer(
+    apps: &(TestApp, TestApp),
+    mode: &str,
+    n: usize,
+    bad: &'static [usize],
+) -> TestResponse {
+    let path = format!("/collections/pts/items?mode={mode}");
+    let streamed = post_to(&apps.0, &path, body_of(n, 250, bad), &[]).await;
+    let whole = post_to(&apps.1, &path, body_of(n, 250, bad), &[]).await;
+    assert_eq!(
+        streamed.status, whole.status,
+        "{mode}: {}",
+        streamed.body["detail"]
+    );
+    assert!(
+        untimed(streamed.body.clone()) == untimed(whole.body.clone()),
+        "{mode}: the answers differ"
+    );
+    assert_eq!(count(&apps.0).await, count(&apps.1).await, "{mode}");
+    streamed
+}
+
+/// Statuses of a session report's results, counted.
+fn tally(r: &TestResponse) -> std::collections::BTreeMap<String, usize> {
+    let mut tally = std::collections::BTreeMap::new();
+    for result in r.body["results"].as_array().unwrap() {
+        *tally
+            .entry(result["status"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    tally
+}
+
+#[tokio::test]
+async fn batch_and_skip_modes_stream_and_answer_as_a_body_read_whole() {
+    let apps = streamed_and_whole(UNIQUE).await;
+    // Batch mode: the batch holding the conflict rolls back, the others commit.
+    let r = same_answer(&apps, "batch", 5_000, &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["written"], 4_500);
+    let batches = r.body["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 10);
+    assert_eq!(batches[2]["status"], "rolled_back");
+    assert_eq!(
+        r.body["results"][1234]["error"]["pointer"],
+        "/features/1234"
+    );
+    assert_eq!(count(&apps.0).await, 4_501);
+    for app in [&apps.0, &apps.1] {
+        app.db
+            .client
+            .batch_execute("DELETE FROM pts WHERE id <> 100000")
+            .await
+            .unwrap();
+    }
+    // Skip mode: invalid features late in the body and the conflict are
+    // skipped and reported, every other feature written, ids in feature order.
+    let r = same_answer(&apps, "skip", 5_000, &[4_990, 4_997]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["written"], 4_997);
+    let results = r.body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5_000);
+    assert_eq!(
+        results[4_990]["error"]["pointer"],
+        "/features/4990/properties/n"
+    );
+    assert_eq!(
+        results[1234]["error"]["code"], "unique_violation",
+        "{}",
+        results[1234]
+    );
+    assert_eq!(results[1235]["status"], "written");
+    assert_eq!(count(&apps.0).await, 4_998);
+    let in_order = apps
+        .0
+        .db
+        .int("SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM pts WHERE id <> 100000) t WHERE prev IS NULL OR id > prev")
+        .await;
+    assert_eq!(in_order, 4_997, "ids follow the features");
+    apps.0
+        .db
+        .client
+        .batch_execute("DELETE FROM pts WHERE id <> 100000")
+        .await
+        .unwrap();
+    // A body refused whole in skip mode (not JSON at the end) writes nothing.
+    let broken = body_of(5_000, 250, &[]).map(|chunk| {
+        Bytes::from(
+            String::from_utf8(chunk.to_vec())
+                .unwrap()
+                .replace("]}\n", "]"),
+        )
+    });
+    let path = "/collections/pts/items?mode=skip";
+    let r = post_to(&apps.0, path, broken, &[]).await;
+    assert_eq!(r.status, 400, "{}", r.body["detail"]);
+    assert_eq!(count(&apps.0).await, 1);
+    // Gzip, chunked: the same.
+    let r = post_to(
+        &apps.0,
+        "/collections/pts/items?mode=batch",
+        gzipped(body_of(3_000, 250, &[])),
+        &[("content-encoding", "gzip")],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body["detail"]);
+    assert_eq!(
+        tally(&r).get("written"),
+        Some(&2_500),
+        "the batch holding 1234 conflicts"
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_batch_body_refused_late_keeps_and_reports_the_batches_committed() {
+    let apps = streamed_and_whole(TABLE).await;
+    let path = "/collections/pts/items?mode=batch";
+    // An invalid feature in the ninth batch: read whole, nothing is written;
+    // streamed, the eight batches before it were committed, and stay.
+    let whole = post_to(&apps.1, path, body_of(5_000, 250, &[4_321]), &[]).await;
+    assert_eq!(whole.status, 422, "{whole:?}");
+    assert_eq!(count(&apps.1).await, 0);
+    let r = post_to(&apps.0, path, body_of(5_000, 250, &[4_321]), &[]).await;
+    assert_eq!(r.status, 422, "{}", r.body["detail"]);
+    assert_eq!(r.body["errors"], whole.body["errors"]);
+    let detail = r.body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("4000 feature(s) in 8 batch(es) were committed"),
+        "{detail}"
+    );
+    let report = &r.body["report"];
+    assert_eq!(report["written"], 4_000);
+    assert_eq!(report["results"].as_array().unwrap().len(), 4_000);
+    assert_eq!(report["batches"][7]["status"], "committed");
+    assert_eq!(count(&apps.0).await, 4_000);
+    // An Idempotency-Key is refused in batch mode, streamed as read whole.
+    let keyed = post_to(
+        &apps.0,
+        path,
+        body_of(5_000, 250, &[]),
+        &[("idempotency-key", "b-1")],
+    )
+    .await;
+    assert_eq!(keyed.status, 400, "{keyed:?}");
+    assert!(keyed.body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("mode=batch"));
+    assert_eq!(count(&apps.0).await, 4_000);
+}
+
+#[tokio::test]
+async fn a_keyed_skip_stream_is_replayed_and_a_different_body_refused() {
+    let app = TestApp::with_config(TABLE, streaming).await;
+    let path = "/collections/pts/items?mode=skip";
+    let key = [("idempotency-key", "skip-stream-1")];
+    let first = post_to(&app, path, body_of(5_000, 250, &[17]), &key).await;
+    assert_eq!(first.status, 200, "{}", first.body["detail"]);
+    assert_eq!(first.body["written"], 4_999);
+    let again = post_to(&app, path, body_of(5_000, 250, &[17]), &key).await;
+    assert_eq!(again.status, 200, "{}", again.body["detail"]);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.body, first.body);
+    let other = post_to(&app, path, body_of(5_000, 250, &[]), &key).await;
+    assert_eq!(other.status, 422, "{other:?}");
+    assert_eq!(count(&app).await, 4_999);
+}
+
+#[tokio::test]
+async fn a_client_that_stops_halfway_gets_what_its_mode_promises() {
+    let app = TestApp::with_config(TABLE, |c| {
+        streaming(c);
+        c.upload_timeout = Duration::from_millis(1500);
+    })
+    .await;
+    let served = Served::start(&app).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    let body = body_text(20_000);
+    let half = &body.as_bytes()[..body.len() / 2];
+    let send = |path: &'static str, close: bool| {
+        let addr = addr.clone();
+        let len = body.len();
+        async move {
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            s.write_all(request_head_to(&addr, path, len).as_bytes())
+                .await
+                .unwrap();
+            s.write_all(half).await.unwrap();
+            if close {
+                s.shutdown().await.unwrap();
+            }
+            let mut answer = String::new();
+            s.read_to_string(&mut answer).await.unwrap();
+            answer
+        }
+    };
+    // Atomic and skip mode are one transaction: half the body, then the end
+    // of what the client sends (cut short, 400) or silence (the upload times
+    // out, 408), and nothing is written.
+    for path in ["/collections/pts/items", "/collections/pts/items?mode=skip"] {
+        for (close, status) in [(true, "HTTP/1.1 400"), (false, "HTTP/1.1 408")] {
+            let answer = send(path, close).await;
+            assert!(answer.starts_with(status), "{path}: {answer}");
+            if !close {
+                assert!(answer.contains("FEATUREPIPE_UPLOAD_TIMEOUT"), "{answer}");
+            }
+            assert_eq!(count(&app).await, 0, "{path}");
+        }
+    }
+    // Batch mode: the batches that had come whole are committed, and the
+    // refusal says which.
+    for (close, status) in [(true, "HTTP/1.1 400"), (false, "HTTP/1.1 408")] {
+        let before = count(&app).await;
+        let answer = send("/collections/pts/items?mode=batch", close).await;
+        assert!(
+            answer.starts_with(status),
+            "{}",
+            &answer[..200.min(answer.len())]
+        );
+        let problem: Value =
+            serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        let written = problem["report"]["written"].as_i64().unwrap();
+        assert!(written > 0 && written % 500 == 0, "{written}");
+        assert_eq!(count(&app).await - before, written);
+    }
+}
+
+#[tokio::test]
+async fn a_batch_body_streamed_holds_its_batches_and_report_not_its_body() {
+    let db = TestDb::new(TABLE).await;
+    let body = body_text(160_000);
+    let path = "/collections/pts/items?mode=batch";
+    // Each on a service of its own, so that its peak memory is this request's.
+    let mut grown = Vec::new();
+    for stream_after in ["64KiB", "1GiB"] {
+        let env = [
+            ("FEATUREPIPE_STREAM_AFTER", stream_after),
+            ("FEATUREPIPE_MAX_BODY", "1GiB"),
+        ];
+        let service = ServiceProcess::start(&db.url, &env).await;
+        let pid = service.child.id().unwrap();
+        let before = peak_kib(pid);
+        let (status, response) = http(&service.addr, "POST", path, &body).await.unwrap();
+        assert_eq!(status, 200, "{}", &response[..response.len().min(500)]);
+        grown.push(peak_kib(pid).saturating_sub(before));
+        db.client.batch_execute("TRUNCATE pts").await.unwrap();
+    }
+    let body_kib = body.len() as u64 / 1024;
+    let [streamed, whole] = grown[..] else {
+        unreachable!()
+    };
+    eprintln!("body {body_kib} KiB: peak grew {streamed} KiB streamed, {whole} KiB read whole");
+    // Read whole, the body, its rows and the session's statements are held
+    // at once; streamed, the batches in flight and the per-feature report
+    // (its results, then the answer's JSON: about 475 bytes a feature here).
+    assert!(
+        streamed * 3 < whole,
+        "streamed {streamed} KiB, read whole {whole} KiB"
+    );
+    let per_feature = streamed * 1024 / 160_000;
+    assert!(
+        per_feature < 640,
+        "streamed {streamed} KiB ({per_feature} bytes a feature) for a body of {body_kib} KiB"
+    );
+}
+
+#[tokio::test]
+async fn streamed_batch_and_skip_modes_cost_no_more_round_trips_than_read_whole() {
+    // Two services, one streaming every body past 64 KiB, one reading every
+    // body whole, each through a proxy 50 ms away that counts round trips
+    // (far enough that the parser keeps ahead of the answers).
+    let mut services = Vec::new();
+    for stream_after in [64 << 10, 64 << 20] {
+        let db = TestDb::new(TABLE).await;
+        let (proxy, mut config) = via_proxy(&db, Duration::from_millis(50)).await;
+        config.batch_size = 500;
+        config.stream_after = stream_after;
+        config.pool_size = 1;
+        services.push((TestApp::on(db, config).await, proxy));
+    }
+    for mode in ["batch", "skip"] {
+        let path = format!("/collections/pts/items?mode={mode}");
+        let mut trips = Vec::new();
+        for (app, proxy) in &services {
+            // Warm: the connection and its prepared INSERT.
+            let warm = post_to(app, &path, body_of(1, 1, &[]), &[]).await;
+            assert_eq!(warm.status, 200, "{warm:?}");
+            let before = proxy.round_trips();
+            let r = post_to(app, &path, body_of(3_000, 250, &[]), &[]).await;
+            assert_eq!(r.status, 200, "{}", r.body["detail"]);
+            assert_eq!(r.body["written"], 3_000);
+            trips.push(proxy.round_trips() - before);
+        }
+        eprintln!(
+            "{mode}: {} round trips streamed, {} read whole",
+            trips[0], trips[1]
+        );
+        assert!(trips[0] <= trips[1], "{mode}: {trips:?}");
+    }
 }

@@ -479,6 +479,13 @@ pub async fn http(
     Ok((status, response))
 }
 
+/// The process's peak resident memory so far (VmHWM), in KiB.
+pub fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 /// The service's binary on a free port, on the database at `db_url`, with
 /// authentication off and `env` set; killed when dropped.
 pub struct ServiceProcess {
