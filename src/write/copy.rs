@@ -16,6 +16,7 @@
 //! flight. A failed check fails the transaction, so that COMMIT rolls back.
 
 use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
@@ -587,6 +588,67 @@ impl<'a> Copying<'a> {
         outcome
     }
 
+    /// Whether no row has been copied yet.
+    pub fn is_empty(&self) -> bool {
+        self.copied == 0
+    }
+
+    /// Whether later rows need nothing between batches (their keys given,
+    /// or drawn by COPY itself): the rest of a body can then go in one
+    /// COPY whose rows are sent as they come ([`Copying::stream`]).
+    pub fn streams_rows(&self) -> bool {
+        self.keys != KeySource::Drawn
+    }
+
+    /// Copy the batches `batches` hands over, after the rows copied so
+    /// far, in one COPY whose rows go out as each batch comes: nothing is
+    /// awaited until the last, then the keys COPY drew are read back (a
+    /// round trip). A COPY the server refuses midway is known only then:
+    /// the rows sent after the refusal were sent for nothing. A failure
+    /// rolls back.
+    pub async fn stream(
+        &mut self,
+        batches: impl Stream<Item = Vec<FeatureRow>> + Unpin,
+    ) -> Result<(), CopyFailed> {
+        let first = self.copied;
+        let sink = self.client.copy_in_pipelined(&self.copy_statement).await;
+        let (copied, sent) = feed(
+            sink,
+            &self.types,
+            (first, self.key_at),
+            &mut self.tally,
+            batches,
+        )
+        .await;
+        let check = matches!(self.keys, KeySource::Sequence(_)).then(|| self.check(sent));
+        self.copied += sent;
+        let outcome = match copied {
+            Err(e) => Err(self.copy_failed(e, first, false).into()),
+            Ok(count) if count != sent as u64 => Err(CopyFailed::RowsSkipped),
+            Ok(_) => match check {
+                Some(check) => {
+                    crate::db::round_trips::round_trip();
+                    match check.await {
+                        Opened::Checked(Ok(Some(keys))) => {
+                            self.tally.ids.extend(&keys);
+                            Ok(())
+                        }
+                        Opened::Checked(Err(e)) if rows_skipped(&e) => Err(CopyFailed::RowsSkipped),
+                        Opened::Checked(Err(e)) => {
+                            Err(Error::database("reading the keys back", &e).into())
+                        }
+                        _ => unreachable!("a check answers Checked with keys"),
+                    }
+                }
+                None => Ok(()),
+            },
+        };
+        if outcome.is_err() {
+            self.rollback().await;
+        }
+        outcome
+    }
+
     /// The defaults query drawing `n` keys.
     fn draw_keys(&self, n: usize) -> Call<'a, Opened> {
         let client = self.client;
@@ -828,6 +890,45 @@ async fn send_rows(
     let copied = writer.as_mut().finish().await;
     marks.push(Instant::now());
     (copied, marks)
+}
+
+/// Send the rows of `batches` (the first is feature `first`) into the
+/// COPY's `sink` as they come, their batches (and keys, when the features
+/// give them at `key_at`) counted in `tally`, and end the COPY: its row
+/// count, and the rows sent.
+async fn feed(
+    sink: Result<CopyInSink<Bytes>, PgError>,
+    types: &[Type],
+    (first, key_at): (usize, Option<usize>),
+    tally: &mut Tally,
+    mut batches: impl Stream<Item = Vec<FeatureRow>> + Unpin,
+) -> (Result<u64, PgError>, usize) {
+    let sink = match sink {
+        Ok(sink) => sink,
+        Err(e) => return (Err(e), 0),
+    };
+    let mut writer = std::pin::pin!(BinaryCopyInWriter::new(sink, types));
+    let mut sent = 0;
+    while let Some(rows) = batches.next().await {
+        tally.add_batch(first + sent..first + sent + rows.len());
+        for row in &rows {
+            if let Some(at) = key_at {
+                tally.ids.push_text(key_text(&row.values[at]));
+            }
+            let params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
+            if let Err(e) = writer.as_mut().write(&params).await {
+                // Dropped, the writer aborts the COPY (CopyFail).
+                return (Err(e), sent);
+            }
+        }
+        sent += rows.len();
+        // A batch's time is how long the server took to accept its rows.
+        tally.mark_batch();
+    }
+    crate::db::round_trips::round_trip();
+    let copied = writer.as_mut().finish().await;
+    tally.add_to_last();
+    (copied, sent)
 }
 
 /// `COPY … (columns) FROM STDIN (FORMAT binary)`.

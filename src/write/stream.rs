@@ -331,7 +331,10 @@ enum Copied<'a> {
     Reshaped(Copying<'a>, Vec<Batch>),
 }
 
-/// COPY `held`, then the batches as they come, a segment at a time.
+/// COPY `held` (and the batches ready) as a first segment, which shows
+/// whether the database takes this COPY at all; then the batches as they
+/// come: in one COPY when their keys need nothing between batches, else a
+/// segment at a time, each segment's keys drawn in the flight before it.
 async fn copy_batches<'a>(
     mut copying: Copying<'a>,
     mut pending: Vec<Batch>,
@@ -344,15 +347,16 @@ async fn copy_batches<'a>(
                 None => return Copied::All(copying),
             }
         }
+        if copying.streams_rows() && !copying.is_empty() {
+            return copy_rest(copying, pending.remove(0), batches).await;
+        }
         while pending.len() < SEGMENT_BATCHES {
             match batches.try_recv() {
                 Ok(batch) => pending.push(batch),
                 Err(_) => break,
             }
         }
-        let reshaped = pending
-            .iter()
-            .position(|b| b.shapes.as_ref().is_some_and(|s| s.len() > 1));
+        let reshaped = pending.iter().position(reshapes);
         let later = reshaped.map(|k| pending.split_off(k));
         if !pending.is_empty() {
             let lengths: Vec<usize> = pending.iter().map(|b| b.rows.len()).collect();
@@ -367,19 +371,63 @@ async fn copy_batches<'a>(
                     tracing::debug!("COPY refused ({e}); writing by INSERT");
                     return Copied::Refused(rebatched(rows, &lengths, shapes));
                 }
-                Err(CopyFailed::Write(e)) => return Copied::Failed(e),
-                Err(CopyFailed::RowsSkipped) => {
-                    return Copied::Failed(Error::internal(
-                        "a BEFORE INSERT trigger that featurepipe's catalog does not know of \
-                         skipped rows of the COPY; nothing was written. Retry once the catalog \
-                         has been reloaded (SIGHUP or NOTIFY featurepipe_reload)",
-                    ))
-                }
+                Err(failed) => return Copied::Failed(stream_failed(failed)),
             }
         }
         if let Some(later) = later {
             return Copied::Reshaped(copying, later);
         }
+    }
+}
+
+/// Whether `batch` brings a column set the COPY does not have.
+fn reshapes(batch: &Batch) -> bool {
+    batch.shapes.as_ref().is_some_and(|s| s.len() > 1)
+}
+
+/// COPY `next` and the batches still coming in one COPY, up to the end of
+/// the body or a batch of another column set.
+async fn copy_rest<'a>(
+    mut copying: Copying<'a>,
+    next: Batch,
+    batches: &mut mpsc::Receiver<Batch>,
+) -> Copied<'a> {
+    if reshapes(&next) {
+        return Copied::Reshaped(copying, vec![next]);
+    }
+    let mut later = None;
+    let copied = {
+        let rest = futures_util::stream::unfold(
+            (&mut *batches, &mut later),
+            |(batches, later)| async move {
+                let batch = batches.recv().await?;
+                if reshapes(&batch) {
+                    *later = Some(batch);
+                    return None;
+                }
+                Some((batch.rows, (batches, later)))
+            },
+        );
+        let rows = futures_util::stream::once(async { next.rows }).chain(rest);
+        copying.stream(std::pin::pin!(rows)).await
+    };
+    match (copied, later) {
+        (Ok(()), None) => Copied::All(copying),
+        (Ok(()), Some(later)) => Copied::Reshaped(copying, vec![later]),
+        (Err(failed), _) => Copied::Failed(stream_failed(failed)),
+    }
+}
+
+/// The answer for a COPY of a streamed body that failed (and was rolled back).
+fn stream_failed(failed: CopyFailed) -> Error {
+    match failed {
+        CopyFailed::Write(e) => e,
+        CopyFailed::Refused(e) => Error::database("copying", &e),
+        CopyFailed::RowsSkipped => Error::internal(
+            "a BEFORE INSERT trigger that featurepipe's catalog does not know of \
+             skipped rows of the COPY; nothing was written. Retry once the catalog \
+             has been reloaded (SIGHUP or NOTIFY featurepipe_reload)",
+        ),
     }
 }
 

@@ -692,3 +692,59 @@ async fn streamed_batch_and_skip_modes_cost_no_more_round_trips_than_read_whole(
         assert!(trips[0] <= trips[1], "{mode}: {trips:?}");
     }
 }
+
+#[tokio::test]
+async fn far_from_the_database_a_stream_goes_in_one_copy_after_its_first_segment() {
+    let db = TestDb::new(&format!(
+        "{TABLE}; CREATE TABLE uniq (id serial PRIMARY KEY, name text, n integer NOT NULL UNIQUE,
+                                     geom geometry(Point, 4326))"
+    ))
+    .await;
+    let (proxy, mut config) = via_proxy(&db, Duration::from_millis(10)).await;
+    streaming(&mut config);
+    config.pool_size = 1;
+    config.write_strategy = featurepipe::write::Strategy::Copy;
+    let app = TestApp::on(db, config).await;
+    // Small writes measure the 20 ms round trip: keys are then read back
+    // after the rows rather than drawn in a flight before each segment.
+    for _ in 0..6 {
+        let r = post_stream(&app, body_of(1, 1, &[]), &[]).await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    app.db.client.batch_execute("TRUNCATE pts").await.unwrap();
+    let before = proxy.round_trips();
+    let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
+    assert_written(&app, &r, 20_000).await;
+    assert_eq!(r.body["strategy"], "copy");
+    let trips = proxy.round_trips() - before;
+    // The first segment; the rest in one COPY; its keys read back; COMMIT
+    // (and a prepare or two): not a flight per segment of 2,000 features.
+    assert!(trips <= 6, "{trips} round trips");
+    // A conflict deep in the one COPY names its feature; nothing is written.
+    app.db
+        .client
+        .batch_execute("INSERT INTO uniq (n) VALUES (17345)")
+        .await
+        .unwrap();
+    let r = post_to(
+        &app,
+        "/collections/uniq/items",
+        body_of(20_000, 250, &[]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(r.body["errors"][0]["feature"], 17_345, "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM uniq").await, 1);
+    // An invalid feature late: 422 at its pointer, nothing written, and the
+    // connection serves the next stream.
+    let r = post_stream(&app, body_of(20_000, 250, &[19_000]), &[]).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(
+        r.body["errors"][0]["pointer"],
+        "/features/19000/properties/n"
+    );
+    let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(count(&app).await, 40_000);
+}
