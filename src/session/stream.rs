@@ -36,7 +36,8 @@ use crate::feature::Reading;
 use crate::write::guard::TxGuard;
 use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::Call;
-use crate::write::stream::{judged, Flight, Verdict};
+use crate::write::pipeline::Flight;
+use crate::write::stream::{judged, Verdict};
 use crate::write::{prepare_keyed, Keyed};
 
 /// Windows waiting between the parser and the writer: the parser runs at

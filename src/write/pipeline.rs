@@ -1,8 +1,14 @@
-//! Sending many requests on one connection before reading any answer.
+//! Sending many requests on one connection before reading any answer: a
+//! fixed list of them ([`Calls`]), or requests sent as they are made
+//! ([`Flight`], for bodies written as they arrive).
 
+use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::Poll;
+
+use futures_util::stream::FuturesOrdered;
+use futures_util::StreamExt;
 
 /// One request to the database, not yet sent.
 pub type Call<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -78,5 +84,54 @@ impl<'a, T> Calls<'a, T> {
                 call.await
             }
         })
+    }
+}
+
+/// Requests sent on one connection as they are made, their answers read
+/// back in order.
+pub struct Flight<'a, T> {
+    pending: FuturesOrdered<Call<'a, T>>,
+    /// Answers that arrived while sending.
+    ready: VecDeque<T>,
+}
+
+impl<'a, T> Flight<'a, T> {
+    /// Nothing sent yet.
+    pub fn new() -> Self {
+        Flight {
+            pending: FuturesOrdered::new(),
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Send `call` now (tokio-postgres sends a request when first polled).
+    pub async fn send(&mut self, call: Call<'a, T>) {
+        // A request sent while every earlier one has been answered waits a
+        // round trip of its own.
+        if self.pending.is_empty() {
+            crate::db::round_trips::round_trip();
+        }
+        self.pending.push_back(call);
+        let (pending, ready) = (&mut self.pending, &mut self.ready);
+        poll_fn(|cx| {
+            while let Poll::Ready(Some(answer)) = pending.poll_next_unpin(cx) {
+                ready.push_back(answer);
+            }
+            Poll::Ready(())
+        })
+        .await;
+    }
+
+    /// The next answer in order, waiting for it.
+    pub async fn next(&mut self) -> Option<T> {
+        match self.ready.pop_front() {
+            Some(answer) => Some(answer),
+            None => self.pending.next().await,
+        }
+    }
+
+    /// The next answer in order if it has arrived.
+    pub fn arrived(&mut self) -> Option<T> {
+        self.ready.pop_front()
     }
 }

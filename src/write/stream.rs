@@ -9,12 +9,9 @@
 //! is rolled back, and its answer is the one it would have had whole.
 
 use std::collections::VecDeque;
-use std::future::poll_fn;
 use std::sync::Arc;
-use std::task::Poll;
 
 use bytes::Bytes;
-use futures_util::stream::FuturesOrdered;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
@@ -24,7 +21,7 @@ use super::copy::{copy_plan, CopyFailed, CopyPlan, Copying, Then};
 use super::guard::TxGuard;
 use super::idempotency::Idempotency;
 use super::insert::{conclude, prepare_inserts, Answer};
-use super::pipeline::Call;
+use super::pipeline::Flight;
 use super::plan::{BatchLimits, Batcher, Plan};
 use super::report::{Tally, WriteReport};
 use super::{claim_calls, prepare_keyed, record_written, Keyed, Strategy, WriteOptions};
@@ -484,55 +481,6 @@ async fn abandoned(
     match verdict.await {
         Ok(Verdict::Commit { .. }) => Err(error),
         _ => Ok(None),
-    }
-}
-
-/// Requests sent on one connection as they are made, their answers read
-/// back in order.
-pub(crate) struct Flight<'a, T> {
-    pending: FuturesOrdered<Call<'a, T>>,
-    /// Answers that arrived while sending.
-    ready: VecDeque<T>,
-}
-
-impl<'a, T> Flight<'a, T> {
-    /// Nothing sent yet.
-    pub(crate) fn new() -> Self {
-        Flight {
-            pending: FuturesOrdered::new(),
-            ready: VecDeque::new(),
-        }
-    }
-
-    /// Send `call` now (tokio-postgres sends a request when first polled).
-    pub(crate) async fn send(&mut self, call: Call<'a, T>) {
-        // A request sent while every earlier one has been answered waits a
-        // round trip of its own.
-        if self.pending.is_empty() {
-            crate::db::round_trips::round_trip();
-        }
-        self.pending.push_back(call);
-        let (pending, ready) = (&mut self.pending, &mut self.ready);
-        poll_fn(|cx| {
-            while let Poll::Ready(Some(answer)) = pending.poll_next_unpin(cx) {
-                ready.push_back(answer);
-            }
-            Poll::Ready(())
-        })
-        .await;
-    }
-
-    /// The next answer in order, waiting for it.
-    pub(crate) async fn next(&mut self) -> Option<T> {
-        match self.ready.pop_front() {
-            Some(answer) => Some(answer),
-            None => self.pending.next().await,
-        }
-    }
-
-    /// The next answer in order if it has arrived.
-    fn arrived(&mut self) -> Option<T> {
-        self.ready.pop_front()
     }
 }
 
