@@ -201,7 +201,7 @@ impl Streaming {
         let client = TxGuard::new(self.db.connection().await?, self.db.connector());
         let mut sending = Batches {
             client: &client,
-            flight: Flight::new(),
+            flight: Flight::default(),
             in_flight: VecDeque::new(),
             outcome: Outcome::new(&[], &[]),
             started: Instant::now(),

@@ -95,15 +95,17 @@ pub struct Flight<'a, T> {
     ready: VecDeque<T>,
 }
 
-impl<'a, T> Flight<'a, T> {
+impl<T> Default for Flight<'_, T> {
     /// Nothing sent yet.
-    pub fn new() -> Self {
+    fn default() -> Self {
         Flight {
             pending: FuturesOrdered::new(),
             ready: VecDeque::new(),
         }
     }
+}
 
+impl<'a, T> Flight<'a, T> {
     /// Send `call` now (tokio-postgres sends a request when first polled).
     pub async fn send(&mut self, call: Call<'a, T>) {
         // A request sent while every earlier one has been answered waits a

@@ -515,7 +515,7 @@ impl<'a> Sending<'a> {
             coll,
             srid,
             limits,
-            flight: Flight::new(),
+            flight: Flight::default(),
             statements: Vec::new(),
             shapes: Vec::new(),
             tally: Tally::new(&[], coll.integer_key(), 0),
@@ -653,7 +653,7 @@ impl<'a> Sending<'a> {
 
     /// Undo everything sent.
     async fn roll_back(&mut self) {
-        self.flight = Flight::new(); // the answers still due are not read
+        self.flight = Flight::default(); // the answers still due are not read
         crate::db::round_trips::round_trip();
         if self.client.batch_execute("ROLLBACK").await.is_ok() {
             self.client.set_open(false);
@@ -699,7 +699,7 @@ impl<'a> Sending<'a> {
             true => Some((self.flight.next().await.expect("COMMIT was queued"), true)),
             false => None,
         };
-        self.flight = Flight::new();
+        self.flight = Flight::default();
         conclude(self.client, self.coll, false, keyed, self.tally, queued).await
     }
 }
