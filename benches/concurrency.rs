@@ -45,6 +45,8 @@ struct Setup {
     service_pid: u32,
     /// The postmaster's process id: its children are the backends.
     postmaster_pid: u32,
+    /// The block device of the cluster's data directory, as `major:minor`.
+    disk: (u64, u64),
     /// Concurrent clients (32).
     clients: usize,
     /// Requests each client sends, one after another.
@@ -181,6 +183,33 @@ fn machine_busy() -> f64 {
     busy / TICKS_PER_SECOND
 }
 
+/// The device (major, minor) a path is on.
+fn device_of(path: &str) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .dev();
+    // Linux's encoding of dev_t (glibc's gnu_dev_major and gnu_dev_minor).
+    (
+        ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff),
+        ((dev >> 12) & 0xffff_ff00) | (dev & 0xff),
+    )
+}
+
+/// Milliseconds the device has spent with I/O in flight (io_ticks of
+/// /proc/diskstats): the disk's busy time, whoever keeps it busy. Commits
+/// wait for it (the cluster is durable), so a neighbour's heavy writing
+/// shows here as a side that stalled.
+fn disk_busy_ms((major, minor): (u64, u64)) -> f64 {
+    let stats = std::fs::read_to_string("/proc/diskstats").unwrap_or_default();
+    stats
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 12 && f[0] == major.to_string() && f[1] == minor.to_string())
+        .and_then(|f| f[12].parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// CPU seconds used so far by: this process, the service, PostgreSQL, the machine.
 #[derive(Clone, Copy, Default)]
 struct Cpu {
@@ -216,16 +245,22 @@ impl Cpu {
     }
 }
 
-/// One measured side: its wall time and the CPU it took.
+/// One measured side: its wall time, the CPU it took, the disk's busy time.
 struct Side {
     wall: Duration,
     cpu: Cpu,
+    disk_ms: f64,
 }
 
 impl Side {
     /// The share of the machine's CPU time the neighbours took meanwhile.
     fn neighbours(&self, cores: usize) -> f64 {
         self.cpu.others() / (cores as f64 * self.wall.as_secs_f64())
+    }
+
+    /// The share of the time the disk was busy.
+    fn disk_busy(&self) -> f64 {
+        self.disk_ms / 1000.0 / self.wall.as_secs_f64()
     }
 }
 
@@ -273,6 +308,7 @@ impl Bench {
     async fn measure(&self, load: Load) -> Side {
         self.reset().await;
         let before = Cpu::now(&self.setup);
+        let disk_before = disk_busy_ms(self.setup.disk);
         let started = Instant::now();
         let failures = match load {
             Load::Single => client(self.setup.service.clone(), vec![self.single.clone()]).await,
@@ -291,6 +327,7 @@ impl Bench {
         };
         let wall = started.elapsed();
         let cpu = Cpu::now(&self.setup).since(before);
+        let disk_ms = disk_busy_ms(self.setup.disk) - disk_before;
         assert_eq!(failures, 0, "requests that were not created");
         let rows: i64 = self
             .admin
@@ -299,7 +336,7 @@ impl Bench {
             .unwrap()
             .get(0);
         assert_eq!(rows as usize, self.total, "rows written");
-        Side { wall, cpu }
+        Side { wall, cpu, disk_ms }
     }
 }
 
@@ -343,6 +380,7 @@ async fn main() {
         postmaster_pid: env_required("FEATUREPIPE_BENCH_POSTMASTER_PID")
             .parse()
             .unwrap(),
+        disk: device_of(&env_required("FEATUREPIPE_BENCH_DATA_DIR")),
         clients: env_or("CLIENTS", 32),
         requests: env_or("REQUESTS", 32),
         points: env_or("POINTS", 100),
@@ -395,13 +433,15 @@ async fn main() {
         let rate = |side: &Side| total as f64 / side.wall.as_secs_f64();
         eprintln!(
             "{} one request {:>7.0}/s  clients {:>7.0}/s  ratio {:>4.0}%  \
-             (neighbours {:.0}%, {:.0}%)",
+             (neighbours {:.0}%, {:.0}%; disk busy {:.0}%, {:.0}%)",
             if pair == 0 { "warm-up" } else { "pair   " },
             rate(&single),
             rate(&concurrent),
             100.0 * rate(&concurrent) / rate(&single),
             100.0 * single.neighbours(s.cores),
-            100.0 * concurrent.neighbours(s.cores)
+            100.0 * concurrent.neighbours(s.cores),
+            100.0 * single.disk_busy(),
+            100.0 * concurrent.disk_busy()
         );
         if pair > 0 {
             measured.push([single, concurrent]);
@@ -476,9 +516,10 @@ fn report(bench: &Bench, measured: &[[Side; 2]], took: Duration) -> String {
     writeln!(
         md,
         "\nCPU seconds per side, medians of all pairs ({} cores; neighbours: every other \
-         process of the machine, and the kernel's threads):\n\n\
-         | side | wall s | service | PostgreSQL | load generator | neighbours |\n\
-         |---|--:|--:|--:|--:|--:|",
+         process of the machine, and the kernel's threads), and the share of the time the \
+         cluster's disk was busy (by anyone):\n\n\
+         | side | wall s | service | PostgreSQL | load generator | neighbours | disk busy |\n\
+         |---|--:|--:|--:|--:|--:|--:|",
         s.cores
     )
     .unwrap();
@@ -488,33 +529,36 @@ fn report(bench: &Bench, measured: &[[Side; 2]], took: Duration) -> String {
         };
         writeln!(
             md,
-            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0}% |",
             med(|side| side.wall.as_secs_f64()),
             med(|side| side.cpu.service),
             med(|side| side.cpu.postgres),
             med(|side| side.cpu.generator),
-            med(|side| side.cpu.others())
+            med(|side| side.cpu.others()),
+            100.0 * med(Side::disk_busy)
         )
         .unwrap();
     }
     writeln!(
         md,
         "\nEvery pair, in the order run (odd pairs ran the clients first):\n\n\
-         | pair | one request /s | clients /s | ratio | neighbours' share of the CPU | quiet |\n\
-         |--:|--:|--:|--:|--:|---|"
+         | pair | one request /s | clients /s | ratio | neighbours' share of the CPU | disk busy | quiet |\n\
+         |--:|--:|--:|--:|--:|--:|---|"
     )
     .unwrap();
     for (i, pair) in measured.iter().enumerate() {
         let [one, clients] = pair;
         writeln!(
             md,
-            "| {} | {:.0} | {:.0} | {:.0}% | {:.0}%, {:.0}% | {} |",
+            "| {} | {:.0} | {:.0} | {:.0}% | {:.0}%, {:.0}% | {:.0}%, {:.0}% | {} |",
             i + 1,
             rate(one),
             rate(clients),
             100.0 * rate(clients) / rate(one),
             100.0 * one.neighbours(s.cores),
             100.0 * clients.neighbours(s.cores),
+            100.0 * one.disk_busy(),
+            100.0 * clients.disk_busy(),
             if quiet(pair) { "yes" } else { "no" }
         )
         .unwrap();

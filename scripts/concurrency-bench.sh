@@ -38,5 +38,6 @@ for _ in $(seq 1 100); do curl -sf "http://$listen/readyz" >/dev/null && break; 
 FEATUREPIPE_BENCH_PG="postgres://postgres@127.0.0.1:$port/bench" \
     FEATUREPIPE_BENCH_SERVICE=$listen FEATUREPIPE_BENCH_SERVICE_PID=$svc \
     FEATUREPIPE_BENCH_POSTMASTER_PID=$(head -n 1 "$cluster_dir/data/postmaster.pid") \
+    FEATUREPIPE_BENCH_DATA_DIR="$cluster_dir/data" \
     FEATUREPIPE_BENCH_OUT="$PWD/bench/concurrency.md" \
     cargo bench --quiet --bench concurrency
