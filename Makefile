@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test test-huge soak fuzz bench bench-quick bench-parse bench-changes build lint fmt openapi screenshots
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-parse bench-changes bench-concurrency build lint fmt openapi screenshots
 
 run:
 	scripts/dev.sh
@@ -21,10 +21,12 @@ screenshots:
 fuzz:
 	scripts/fuzz.sh
 
-# The matrix (bench/results.md), then what a change feed costs a write.
+# The matrix (bench/results.md), what a change feed costs a write, and 32
+# clients against one request (bench/concurrency.md).
 bench:
 	scripts/bench.sh
 	scripts/changes-bench.sh
+	scripts/concurrency-bench.sh
 
 bench-quick:
 	scripts/bench.sh --quick
@@ -35,6 +37,11 @@ bench-parse:
 # Rows/s written with a change feed on and off (docs/offline-sync.md).
 bench-changes:
 	scripts/changes-bench.sh
+
+# 32 clients × 100 points against one request of the same features, in
+# interleaved pairs: medians, spreads and the CPU each part took.
+bench-concurrency:
+	scripts/concurrency-bench.sh
 
 build:
 	cargo build --release

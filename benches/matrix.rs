@@ -558,7 +558,7 @@ async fn main() {
     let mut extra = edit_session(&bench).await;
     extra.push_str(&auto_far(&bench, &dir).await);
     if !quick {
-        extra.push_str(&load_tests(&bench, &dir).await);
+        extra.push_str(&memory(&bench).await);
     }
 
     let _ = std::fs::remove_dir_all(&dir);
@@ -730,8 +730,8 @@ async fn edit_session(bench: &Bench) -> String {
     md
 }
 
-/// Memory for one 64 MiB body, and 32 concurrent small writers.
-async fn load_tests(bench: &Bench, dir: &Path) -> String {
+/// Memory for one 64 MiB body, streamed and read whole, and for 512 MiB streamed.
+async fn memory(bench: &Bench) -> String {
     let mut md = String::new();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     // 64 MiB of points (about 532,000 features), streamed and read whole,
@@ -745,7 +745,6 @@ async fn load_tests(bench: &Bench, dir: &Path) -> String {
         (532_000, "read whole, mode=batch", "1GiB", "?mode=batch"),
         (4_260_000, "streamed", "8MiB", ""),
     ];
-    let mut single = f64::NAN;
     for (n, how, stream_after, mode) in cases {
         let body = points_body(n);
         bench.truncate("points").await;
@@ -777,9 +776,6 @@ async fn load_tests(bench: &Bench, dir: &Path) -> String {
         let report: Value = serde_json::from_slice(&answer).unwrap();
         assert_eq!(report[listed].as_array().map(Vec::len), Some(n));
         let peak = service.peak_rss();
-        if n == 532_000 && how == "streamed" {
-            single = n as f64 / wall.as_secs_f64();
-        }
         writeln!(
             md,
             "- **Memory, {:.0} MiB body, {how}**: one FeatureCollection of {n} points, {:.1} MiB, \
@@ -796,44 +792,6 @@ async fn load_tests(bench: &Bench, dir: &Path) -> String {
         )
         .unwrap();
     }
-    let service = Service::start(&bench.bin, &bench.db_url, &[]).await;
-
-    // 32 clients, each posting 100-point collections, RTT 0.
-    let small = points(100, dir);
-    bench.truncate("points").await;
-    let (clients, per_client) = (32, 20);
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|_| {
-            let (addr, body) = (service.addr, small.geojson.clone());
-            tokio::spawn(async move {
-                let mut failures = 0;
-                for _ in 0..per_client {
-                    match http(addr, "POST", "/collections/points/items", &body).await {
-                        Ok((201, _)) => {}
-                        _ => failures += 1,
-                    }
-                }
-                failures
-            })
-        })
-        .collect();
-    let mut failures = 0;
-    for t in tasks {
-        failures += t.await.unwrap();
-    }
-    let wall = started.elapsed();
-    let total = clients * per_client * small.len();
-    writeln!(
-        md,
-        "- **Concurrency**: {clients} clients × {per_client} requests × 100 points, RTT 0, default settings: \
-         {failures} errors, {total} features in {:.2} s = {:.0} features/s ({:.0}% of the single 532,000-point streamed request's {:.0} features/s).",
-        wall.as_secs_f64(),
-        total as f64 / wall.as_secs_f64(),
-        100.0 * (total as f64 / wall.as_secs_f64()) / single,
-        single
-    )
-    .unwrap();
     md
 }
 

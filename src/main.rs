@@ -1,5 +1,6 @@
 //! The `featurepipe` command line: `serve`, `migrate`, `openapi`, `api-key` and `push`.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -94,7 +95,12 @@ async fn run() -> ExitCode {
             .with_span_list(false)
             .with_env_filter(filter)
             .init(),
-        _ => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        // Colours for a terminal only: a log file or a journal keeps the
+        // escape codes, and writing them is work for every line.
+        _ => tracing_subscriber::fmt()
+            .with_ansi(std::io::stdout().is_terminal())
+            .with_env_filter(filter)
+            .init(),
     }
     let result = match Cli::parse().command {
         Command::Serve(config) => serve(*config).await,

@@ -116,15 +116,13 @@ async fn metrics_count_requests_features_and_problems() {
     }
 }
 
-#[tokio::test]
-async fn json_logs_carry_the_request_id() {
+/// Start the service with `env`, ask it for a collection that does not
+/// exist and stop it: the request's id, and all the service wrote to its
+/// stdout (a pipe, as under a log collector).
+async fn log_of_a_404(env: &[(&str, &str)]) -> (String, String) {
     use tokio::io::AsyncReadExt;
     let app = TestApp::new(SETUP).await;
-    let env = [
-        ("FEATUREPIPE_LOG_FORMAT", "json"),
-        ("RUST_LOG", "featurepipe=info"),
-    ];
-    let mut service = ServiceProcess::start(&app.db.url, &env).await;
+    let mut service = ServiceProcess::start(&app.db.url, env).await;
     let (status, response) = http(&service.addr, "GET", "/collections/nope", "")
         .await
         .unwrap();
@@ -145,6 +143,16 @@ async fn json_logs_carry_the_request_id() {
         .read_to_string(&mut out)
         .await
         .unwrap();
+    (id, out)
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_request_id() {
+    let env = [
+        ("FEATUREPIPE_LOG_FORMAT", "json"),
+        ("RUST_LOG", "featurepipe=info"),
+    ];
+    let (id, out) = log_of_a_404(&env).await;
     let line = out
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -155,4 +163,17 @@ async fn json_logs_carry_the_request_id() {
         "{line}"
     );
     assert_eq!(line["fields"]["status"], 404, "{line}");
+}
+
+#[tokio::test]
+async fn text_logs_to_a_pipe_have_no_colours() {
+    // Terminal colours in a log file or a journal are escape codes around
+    // every field name, which the file keeps and greps trip over.
+    let (id, out) = log_of_a_404(&[("RUST_LOG", "featurepipe=info")]).await;
+    assert!(!out.contains('\x1b'), "escape codes in:\n{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(&id) && l.contains("answered"))
+        .unwrap_or_else(|| panic!("no line for the request in:\n{out}"));
+    assert!(line.contains("status=404"), "{line}");
 }
