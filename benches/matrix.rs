@@ -730,7 +730,8 @@ async fn edit_session(bench: &Bench) -> String {
     md
 }
 
-/// Memory for one 64 MiB body, streamed and read whole, and for 512 MiB streamed.
+/// Memory for one 64 MiB body, streamed and read whole (in atomic and in
+/// batch mode), and for 512 MiB streamed.
 async fn memory(bench: &Bench) -> String {
     let mut md = String::new();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
