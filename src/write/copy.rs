@@ -565,6 +565,9 @@ impl<'a> Copying<'a> {
         let reading = answers.read(&mut calls, &self.costs);
         let ((copied, marks), answers) = futures_util::future::join(sending, reading).await;
         drop(calls);
+        // The rows' time: up to the COPY's end (the last mark), not the
+        // check's or COMMIT's (its flush to disk is the request's).
+        let rows_took = marks.last().map(|end| end.duration_since(copying));
         for mark in marks {
             self.tally.mark_batch_at(mark);
         }
@@ -579,9 +582,11 @@ impl<'a> Copying<'a> {
         }
         let outcome = self.judge(answers, copied, rows.len(), (first, single), commit_sent);
         match &outcome {
-            Ok(()) => self
-                .costs
-                .observe_rows(Cost::CopyRow, rows.len(), copying.elapsed()),
+            Ok(()) => {
+                if let Some(took) = rows_took {
+                    self.costs.observe_rows(Cost::CopyRow, rows.len(), took);
+                }
+            }
             Err(_) if !ended => self.rollback().await,
             Err(_) => {}
         }

@@ -81,6 +81,9 @@ impl Insert<'_> {
                 break;
             }
         }
+        // The rows' time: up to the last INSERT's answer, not COMMIT's (its
+        // flush to disk is the request's, whatever its size).
+        let rows_took = sent.elapsed();
         let queued = match commit_queued {
             // After a failure the queued COMMIT comes back as a ROLLBACK.
             true => Some((calls.next().await.expect("COMMIT was queued"), commit_sent)),
@@ -92,8 +95,7 @@ impl Insert<'_> {
         let (keyed, single) = (job.idempotency, job.single);
         let written = conclude(job.client, job.coll, single, keyed, tally, queued).await;
         if self.pipeline && written.is_ok() {
-            job.costs
-                .observe_rows(Cost::InsertRow, rows, sent.elapsed());
+            job.costs.observe_rows(Cost::InsertRow, rows, rows_took);
         }
         written
     }
