@@ -17,17 +17,23 @@ pub struct Observed {
     pub insert_row: f64,
     /// The same for binary COPY.
     pub copy_row: f64,
+    /// The time per key of reading back the keys COPY drew from a
+    /// sequence (`featurepipe.copied_keys`), which grows when other
+    /// sessions' rows lie between a request's.
+    pub read_back_row: f64,
 }
 
 impl Default for Observed {
     /// Before anything has been observed: a database next to the service
     /// (0.5 ms), and what `make bench` measures per row of a GIST-indexed
-    /// points table (INSERT about 40 µs, COPY about 10 µs).
+    /// points table (INSERT about 40 µs, COPY about 10 µs, reading a key
+    /// back about 1.2 µs).
     fn default() -> Self {
         Observed {
             round_trip: 0.5e-3,
             insert_row: 40e-6,
             copy_row: 10e-6,
+            read_back_row: 1.2e-6,
         }
     }
 }
@@ -47,6 +53,8 @@ pub enum Cost {
     InsertRow,
     /// The time per row of a COPY.
     CopyRow,
+    /// The time per key read back after a COPY.
+    ReadBackRow,
 }
 
 impl Costs {
@@ -62,6 +70,7 @@ impl Costs {
             Cost::RoundTrip => &mut observed.round_trip,
             Cost::InsertRow => &mut observed.insert_row,
             Cost::CopyRow => &mut observed.copy_row,
+            Cost::ReadBackRow => &mut observed.read_back_row,
         };
         *average += WEIGHT * (took.as_secs_f64() - *average);
     }

@@ -31,7 +31,7 @@ use crate::catalog::{Collection, ColumnType, Identity, ScalarType};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::db::costs::{Cost, Costs};
+use crate::db::costs::{Cost, Costs, Observed};
 use crate::db::quote_ident;
 use crate::db::statement::{cache_room, prepare_named, Naming};
 use crate::error::Error;
@@ -63,17 +63,16 @@ pub enum KeySource {
     Drawn,
 }
 
-/// The server's time per key read back after a COPY's rows
-/// (`featurepipe.copied_keys`: an index scan that checks each row's xmin):
-/// 100,000 keys of a GIST-indexed points table in about 0.12 s.
-const READ_BACK_ROW: f64 = 1.2e-6;
-
 impl CopyPlan {
     /// Keys drawn by the defaults query before `rows` rows rather than read
     /// back after them, where its round trip costs less than reading them
-    /// back: for large requests next to the database.
-    pub fn cheapest_keys(mut self, coll: &Collection, rows: usize, round_trip: f64) -> Self {
-        if matches!(self.keys, KeySource::Sequence(_)) && round_trip < rows as f64 * READ_BACK_ROW {
+    /// back (`featurepipe.copied_keys`, an index scan that checks each
+    /// row's xmin, as `observed`): for large requests next to the database,
+    /// and where many sessions write the table at once (their rows lie
+    /// between a request's).
+    pub fn cheapest_keys(mut self, coll: &Collection, rows: usize, observed: &Observed) -> Self {
+        let read_back = rows as f64 * observed.read_back_row;
+        if matches!(self.keys, KeySource::Sequence(_)) && observed.round_trip < read_back {
             self.keys = KeySource::Drawn;
             self.columns
                 .push(coll.primary_key.expect("copy_plan checked the key"));
@@ -233,6 +232,8 @@ struct Answers {
     drawn: Option<Ids>,
     checked: Option<Result<Option<Ids>, PgError>>,
     committed: Option<Result<(), PgError>>,
+    /// When the check answered.
+    checked_at: Option<Instant>,
     /// To time BEGIN's answer, the first of the request: a round trip.
     sent: Option<Instant>,
 }
@@ -246,6 +247,7 @@ impl Answers {
             drawn: None,
             checked: None,
             committed: None,
+            checked_at: None,
             sent,
         }
     }
@@ -268,7 +270,10 @@ impl Answers {
                 Opened::Drawn(Ok(keys)) => self.drawn = Some(keys),
                 Opened::Drawn(Err(e)) => self.fail(&e, Error::database("drawing the keys", &e)),
                 Opened::Started => {}
-                Opened::Checked(checked) => self.checked = Some(checked),
+                Opened::Checked(checked) => {
+                    self.checked = Some(checked);
+                    self.checked_at = Some(Instant::now());
+                }
                 Opened::Committed(committed) => self.committed = Some(committed),
             }
         }
@@ -568,6 +573,13 @@ impl<'a> Copying<'a> {
         // The rows' time: up to the COPY's end (the last mark), not the
         // check's or COMMIT's (its flush to disk is the request's).
         let rows_took = marks.last().map(|end| end.duration_since(copying));
+        // Keys read back: the time between the COPY's answer and the check's.
+        let read_back = match (&self.keys, marks.last(), answers.checked_at) {
+            (KeySource::Sequence(_), Some(end), Some(at)) => {
+                Some(at.saturating_duration_since(*end))
+            }
+            _ => None,
+        };
         for mark in marks {
             self.tally.mark_batch_at(mark);
         }
@@ -585,6 +597,13 @@ impl<'a> Copying<'a> {
             Ok(()) => {
                 if let Some(took) = rows_took {
                     self.costs.observe_rows(Cost::CopyRow, rows.len(), took);
+                }
+                if let Some(took) = read_back.filter(|_| rows.len() >= 50) {
+                    let per_key = took.as_secs_f64() / rows.len() as f64;
+                    self.costs.observe(
+                        Cost::ReadBackRow,
+                        std::time::Duration::from_secs_f64(per_key),
+                    );
                 }
             }
             Err(_) if !ended => self.rollback().await,
@@ -1073,21 +1092,25 @@ mod tests {
     fn large_requests_next_to_the_database_draw_their_keys_first() {
         let serial = table(ScalarType::Int4, Some("nextval('t_id_seq'::regclass)"));
         let sequence = || plan(&serial, vec![1, 2]);
+        let costs = |round_trip_ms: f64, read_back_us: f64| Observed {
+            round_trip: round_trip_ms * 1e-3,
+            read_back_row: read_back_us * 1e-6,
+            ..Observed::default()
+        };
         // 1,000 keys read back: 1.2 ms, more than a 0.5 ms round trip.
-        let near = sequence().cheapest_keys(&serial, 1000, 0.5e-3);
+        let near = sequence().cheapest_keys(&serial, 1000, &costs(0.5, 1.2));
         assert_eq!((near.keys, near.columns), (KeySource::Drawn, vec![1, 2, 0]));
-        assert_eq!(
-            sequence().cheapest_keys(&serial, 100, 0.5e-3).keys,
-            sequence().keys
-        );
+        let few = sequence().cheapest_keys(&serial, 100, &costs(0.5, 1.2));
+        assert_eq!(few.keys, sequence().keys);
+        // ... unless many writers' rows lie between them.
+        let busy = sequence().cheapest_keys(&serial, 100, &costs(0.5, 40.0));
+        assert_eq!(busy.keys, KeySource::Drawn);
         // 50 ms away, 10,000 keys read back (12 ms) beat a round trip.
-        assert_eq!(
-            sequence().cheapest_keys(&serial, 10_000, 50e-3).keys,
-            sequence().keys
-        );
+        let far = sequence().cheapest_keys(&serial, 10_000, &costs(50.0, 1.2));
+        assert_eq!(far.keys, sequence().keys);
         assert_eq!(sequence().extra_round_trips(false), 0);
         assert_eq!(sequence().extra_round_trips(true), 1);
-        let drawn = sequence().cheapest_keys(&serial, 1_000_000, 0.0);
+        let drawn = sequence().cheapest_keys(&serial, 1_000_000, &costs(0.0, 1.2));
         assert_eq!(drawn.extra_round_trips(false), 1);
     }
 }

@@ -252,9 +252,9 @@ impl Request<'_> {
             copy_allowed && options.wants_copy(self.rows.len(), copy.extra_round_trips(keyed), db)
         };
         let mut skipping_trigger = false;
-        let round_trip = db.costs().observed().round_trip;
+        let observed = db.costs().observed();
         let copy = copy::copy_plan(self.coll, self.plan, self.srid)
-            .map(|copy| copy.cheapest_keys(self.coll, self.rows.len(), round_trip));
+            .map(|copy| copy.cheapest_keys(self.coll, self.rows.len(), &observed));
         if let Some(copy) = copy.filter(wants_copy) {
             let client = TxGuard::new(db.connection().await?, db.connector());
             let keyed = self.prepare_keyed(&client, db).await?;
@@ -572,6 +572,7 @@ mod tests {
             round_trip: round_trip_ms * 1e-3,
             insert_row: insert_us * 1e-6,
             copy_row: copy_us * 1e-6,
+            ..Observed::default()
         }
     }
 

@@ -240,7 +240,7 @@ impl Streaming<'_> {
         let (copy, shape) = plan(held)?;
         // Keys read back per segment, or drawn before it: as for a request of a segment's size.
         let segment = rows.min(SEGMENT_BATCHES * options.limits.max_features);
-        let copy = copy.cheapest_keys(self.coll, segment, self.db.costs().observed().round_trip);
+        let copy = copy.cheapest_keys(self.coll, segment, &self.db.costs().observed());
         (copy_allowed && options.wants_copy(rows, extra(&copy), self.db)).then_some((copy, shape))
     }
 
