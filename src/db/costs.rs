@@ -8,13 +8,16 @@ use std::time::Duration;
 /// How much a new observation weighs against the average so far.
 const WEIGHT: f64 = 0.2;
 
-/// The fewest rows whose time says what a row costs. In a write of fewer,
-/// the request's own costs (waiting for locks and for other sessions, its
-/// statements' start) outweigh its rows': with 32 clients writing 100 points
-/// each, COPY's rows looked dearer than INSERT's, whose estimate was then
-/// never measured again, and a 102,400-point request went by INSERT at a
-/// third of COPY's speed.
-const MIN_ROWS: usize = 1000;
+/// The fewest rows whose time says what a row costs.
+const MIN_ROWS: usize = 50;
+
+/// Writes of this many rows or more are large: their costs are learned
+/// apart from small ones'. In a small write the request's own costs
+/// (waiting for locks and for other sessions, its statements' start) weigh
+/// on each row: with 32 clients writing 100 points each, COPY's rows looked
+/// dearer than INSERT's, and a 102,400-point request learned from them went
+/// by INSERT at a third of COPY's speed.
+const LARGE_ROWS: usize = 1000;
 
 /// The averages so far, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,10 +49,12 @@ impl Default for Observed {
     }
 }
 
-/// The costs observed on one database, shared by its pool's users.
+/// The costs observed on one database, shared by its pool's users: for
+/// small writes and for large ones ([`LARGE_ROWS`]), the round trip shared.
 #[derive(Debug, Default)]
 pub struct Costs {
-    observed: Mutex<Observed>,
+    small: Mutex<Observed>,
+    large: Mutex<Observed>,
 }
 
 /// What an observation is of.
@@ -66,21 +71,37 @@ pub enum Cost {
 }
 
 impl Costs {
-    /// The averages now.
-    pub fn observed(&self) -> Observed {
-        *self.observed.lock().unwrap_or_else(|e| e.into_inner())
+    /// The averages now, for a write of `rows` rows.
+    pub fn observed(&self, rows: usize) -> Observed {
+        *self.class(rows).lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Add an observation of `cost`.
-    pub fn observe(&self, cost: Cost, took: Duration) {
-        let mut observed = self.observed.lock().unwrap_or_else(|e| e.into_inner());
-        let average = match cost {
-            Cost::RoundTrip => &mut observed.round_trip,
+    /// The averages of writes of `rows` rows.
+    fn class(&self, rows: usize) -> &Mutex<Observed> {
+        match rows >= LARGE_ROWS {
+            true => &self.large,
+            false => &self.small,
+        }
+    }
+
+    /// Add an observation of `cost` in a write of `rows` rows (a round
+    /// trip counts for every write).
+    pub fn observe(&self, cost: Cost, rows: usize, took: Duration) {
+        let took = took.as_secs_f64();
+        let update = |average: &mut f64| *average += WEIGHT * (took - *average);
+        if let Cost::RoundTrip = cost {
+            for class in [&self.small, &self.large] {
+                update(&mut class.lock().unwrap_or_else(|e| e.into_inner()).round_trip);
+            }
+            return;
+        }
+        let mut observed = self.class(rows).lock().unwrap_or_else(|e| e.into_inner());
+        update(match cost {
+            Cost::RoundTrip => unreachable!("handled above"),
             Cost::InsertRow => &mut observed.insert_row,
             Cost::CopyRow => &mut observed.copy_row,
             Cost::ReadBackRow => &mut observed.read_back_row,
-        };
-        *average += WEIGHT * (took.as_secs_f64() - *average);
+        });
     }
 
     /// Observe the time per row of `rows` rows that took `took`, one round
@@ -89,9 +110,9 @@ impl Costs {
         if rows < MIN_ROWS {
             return;
         }
-        let round_trip = self.observed().round_trip;
+        let round_trip = self.observed(rows).round_trip;
         let work = (took.as_secs_f64() - round_trip).max(0.0);
-        self.observe(cost, Duration::from_secs_f64(work / rows as f64));
+        self.observe(cost, rows, Duration::from_secs_f64(work / rows as f64));
     }
 }
 
@@ -103,20 +124,22 @@ mod tests {
     fn averages_follow_what_is_observed() {
         let costs = Costs::default();
         for _ in 0..50 {
-            costs.observe(Cost::RoundTrip, Duration::from_millis(50));
+            costs.observe(Cost::RoundTrip, 0, Duration::from_millis(50));
         }
-        let rt = costs.observed().round_trip;
+        let rt = costs.observed(10).round_trip;
+        assert_eq!(costs.observed(10_000).round_trip, rt, "shared");
         assert!((rt - 0.05).abs() < 1e-4, "{rt}");
         // 1000 rows in one round trip and 30 ms of work: 30 µs a row.
         costs.observe_rows(Cost::InsertRow, 1000, Duration::from_millis(80));
         let before = Observed::default().insert_row;
-        let now = costs.observed().insert_row;
+        let now = costs.observed(1000).insert_row;
+        assert_eq!(costs.observed(999).insert_row, before, "learned apart");
         assert!(
             (now - (before + WEIGHT * (30e-6 - before))).abs() < 1e-7,
             "{now}"
         );
         // A handful of rows says nothing.
         costs.observe_rows(Cost::CopyRow, 3, Duration::from_secs(1));
-        assert_eq!(costs.observed().copy_row, Observed::default().copy_row);
+        assert_eq!(costs.observed(3).copy_row, Observed::default().copy_row);
     }
 }

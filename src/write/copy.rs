@@ -259,7 +259,7 @@ impl Answers {
                 Opened::Begun(begun) => {
                     if let Some(sent) = self.sent.take() {
                         // BEGIN is answered at once: its answer takes a round trip.
-                        costs.observe(Cost::RoundTrip, sent.elapsed());
+                        costs.observe(Cost::RoundTrip, 0, sent.elapsed());
                     }
                     if let Err(e) = begun {
                         self.fail(&e, Error::database("starting the COPY", &e));
@@ -600,10 +600,8 @@ impl<'a> Copying<'a> {
                 }
                 if let Some(took) = read_back.filter(|_| rows.len() >= 50) {
                     let per_key = took.as_secs_f64() / rows.len() as f64;
-                    self.costs.observe(
-                        Cost::ReadBackRow,
-                        std::time::Duration::from_secs_f64(per_key),
-                    );
+                    let per_key = std::time::Duration::from_secs_f64(per_key);
+                    self.costs.observe(Cost::ReadBackRow, rows.len(), per_key);
                 }
             }
             Err(_) if !ended => self.rollback().await,

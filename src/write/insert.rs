@@ -65,7 +65,7 @@ impl Insert<'_> {
         }
         if self.pipeline {
             // BEGIN is answered at once: its answer takes a round trip.
-            self.job.costs.observe(Cost::RoundTrip, sent.elapsed());
+            self.job.costs.observe(Cost::RoundTrip, 0, sent.elapsed());
         }
         if self.job.idempotency.is_some() {
             for _ in 0..2 {

@@ -94,14 +94,15 @@ impl WriteOptions {
         match self.strategy {
             Strategy::Insert => false,
             Strategy::Copy => true,
-            Strategy::Auto => features >= self.copy_from(extra_round_trips, db),
+            Strategy::Auto => features >= self.copy_from(extra_round_trips, features, db),
         }
     }
 
-    /// The number of features from which `auto` uses COPY.
-    pub fn copy_from(&self, extra_round_trips: u32, db: &Database) -> usize {
+    /// The number of features from which `auto` uses COPY, for a write of
+    /// `features` (whose size says which costs observed apply).
+    pub fn copy_from(&self, extra_round_trips: u32, features: usize, db: &Database) -> usize {
         self.copy_threshold
-            .unwrap_or_else(|| copy_from(&db.costs().observed(), extra_round_trips))
+            .unwrap_or_else(|| copy_from(&db.costs().observed(features), extra_round_trips))
     }
 }
 
@@ -252,7 +253,7 @@ impl Request<'_> {
             copy_allowed && options.wants_copy(self.rows.len(), copy.extra_round_trips(keyed), db)
         };
         let mut skipping_trigger = false;
-        let observed = db.costs().observed();
+        let observed = db.costs().observed(self.rows.len());
         let copy = copy::copy_plan(self.coll, self.plan, self.srid)
             .map(|copy| copy.cheapest_keys(self.coll, self.rows.len(), &observed));
         if let Some(copy) = copy.filter(wants_copy) {

@@ -227,8 +227,9 @@ impl Streaming<'_> {
         let extra = |copy: &CopyPlan| copy.extra_round_trips(false);
         let mut rows: usize = held.iter().map(|b| b.rows.len()).sum();
         if options.strategy == Strategy::Auto {
-            let copy_from =
-                options.copy_from(extra(&plan(held).filter(|_| copy_allowed)?.0), self.db);
+            // A streamed body is large: the costs of large writes decide.
+            let extra = extra(&plan(held).filter(|_| copy_allowed)?.0);
+            let copy_from = options.copy_from(extra, usize::MAX, self.db);
             while rows < copy_from {
                 let Some(batch) = batches.recv().await else {
                     break;
@@ -240,8 +241,12 @@ impl Streaming<'_> {
         let (copy, shape) = plan(held)?;
         // Keys read back per segment, or drawn before it: as for a request of a segment's size.
         let segment = rows.min(SEGMENT_BATCHES * options.limits.max_features);
-        let copy = copy.cheapest_keys(self.coll, segment, &self.db.costs().observed());
-        (copy_allowed && options.wants_copy(rows, extra(&copy), self.db)).then_some((copy, shape))
+        let copy = copy.cheapest_keys(self.coll, segment, &self.db.costs().observed(usize::MAX));
+        let wants_copy = match options.strategy {
+            Strategy::Auto => rows >= options.copy_from(extra(&copy), usize::MAX, self.db),
+            _ => options.wants_copy(rows, extra(&copy), self.db),
+        };
+        (copy_allowed && wants_copy).then_some((copy, shape))
     }
 
     /// Write `held`, then the batches still coming, by pipelined INSERTs on
