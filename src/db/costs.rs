@@ -1,6 +1,7 @@
 //! What the database's work costs, measured as the service runs: the round
-//! trip, and the time per row of a pipelined INSERT and of a COPY, each an
-//! exponentially weighted moving average of what writes observed.
+//! trip, and the time per row of a pipelined INSERT, of a COPY and of
+//! reading back the keys a COPY drew, for small and large writes apart;
+//! each an exponentially weighted moving average of what writes observed.
 
 use std::sync::Mutex;
 use std::time::Duration;
