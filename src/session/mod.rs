@@ -36,7 +36,7 @@ use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::{Call, Calls};
 use crate::write::retry::Retry;
 use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
-use crate::write::{claim_calls, claim_failed, prepare_keyed, store_response_and_commit, Keyed};
+use crate::write::{claim_calls, claim_failed, keyed_connection, store_response_and_commit, Keyed};
 use ogc::report::{Names, TransactionResponse};
 use report::{Outcome, SessionReport};
 
@@ -356,11 +356,7 @@ async fn run(
     idempotency: Option<&Idempotency>,
     reply: Reply<'_>,
 ) -> Result<SessionReport, Error> {
-    let client = TxGuard::new(db.connection().await?, db.connector());
-    let statements = match idempotency {
-        Some(_) => Some(prepare_keyed(&client, db.naming()).await?),
-        None => None,
-    };
+    let (client, statements) = keyed_connection(db, idempotency.is_some()).await?;
     let mut session = Session::prepare(&client, db.naming(), operations, steps, reply).await?;
     session.keyed = idempotency
         .zip(statements.as_ref())

@@ -38,7 +38,7 @@ use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::Call;
 use crate::write::pipeline::Flight;
 use crate::write::stream::{judged, Verdict};
-use crate::write::{prepare_keyed, Keyed};
+use crate::write::{keyed_connection, Keyed};
 
 /// Windows waiting between the parser and the writer: the parser runs at
 /// most this far ahead of the database.
@@ -242,13 +242,7 @@ impl Streaming {
             return Ok(None);
         };
         let naming = self.db.naming();
-        let client = TxGuard::new(self.db.connection().await?, self.db.connector());
-        // Prepared before the transaction, which a failure may leave
-        // aborted (where nothing can be prepared) until it is undone.
-        let statements = match idempotency {
-            Some(_) => Some(prepare_keyed(&client, naming).await?),
-            None => None,
-        };
+        let (client, statements) = keyed_connection(&self.db, idempotency.is_some()).await?;
         let mut outcome = Outcome::new(&[], &[]);
         let mut lead = SKIP_LEAD.map(Msg::Sql).to_vec();
         let mut shapes = Vec::new();

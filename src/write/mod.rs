@@ -257,8 +257,7 @@ impl Request<'_> {
         let copy = copy::copy_plan(self.coll, self.plan, self.srid)
             .map(|copy| copy.cheapest_keys(self.coll, self.rows.len(), &observed));
         if let Some(copy) = copy.filter(wants_copy) {
-            let client = TxGuard::new(db.connection().await?, db.connector());
-            let keyed = self.prepare_keyed(&client, db).await?;
+            let (client, keyed) = keyed_connection(db, self.idempotency.is_some()).await?;
             match (copy::Copy {
                 job: self.job(&client, keyed.as_ref(), db),
                 copy,
@@ -278,8 +277,7 @@ impl Request<'_> {
                 }
             }
         }
-        let client = TxGuard::new(db.connection().await?, db.connector());
-        let keyed = self.prepare_keyed(&client, db).await?;
+        let (client, keyed) = keyed_connection(db, self.idempotency.is_some()).await?;
         Insert {
             job: self.job(&client, keyed.as_ref(), db),
             pipeline: options.pipeline,
@@ -287,18 +285,6 @@ impl Request<'_> {
         }
         .run()
         .await
-    }
-
-    /// The Idempotency-Key's statements on `client`, if the request has a key.
-    async fn prepare_keyed(
-        &self,
-        client: &TxGuard,
-        db: &Database,
-    ) -> Result<Option<[Stmt; 3]>, Error> {
-        match self.idempotency {
-            Some(_) => Ok(Some(prepare_keyed(client, db.naming()).await?)),
-            None => Ok(None),
-        }
     }
 
     /// The write on `client`.
@@ -323,6 +309,21 @@ impl Request<'_> {
             costs: db.costs().clone(),
         }
     }
+}
+
+/// A connection of `db` for a write, with the Idempotency-Key's statements
+/// prepared on it (before any transaction, which a failure could leave
+/// aborted) when the write is `keyed`.
+pub(crate) async fn keyed_connection(
+    db: &Database,
+    keyed: bool,
+) -> Result<(TxGuard, Option<[Stmt; 3]>), Error> {
+    let client = TxGuard::new(db.connection().await?, db.connector());
+    let statements = match keyed {
+        true => Some(prepare_keyed(&client, db.naming()).await?),
+        false => None,
+    };
+    Ok((client, statements))
 }
 
 /// Prepare EXPIRE, CLAIM and STORE (cached on the connection) in one round trip.

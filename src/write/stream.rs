@@ -24,7 +24,7 @@ use super::insert::{conclude, prepare_inserts, Answer};
 use super::pipeline::Flight;
 use super::plan::{BatchLimits, Batcher, Plan};
 use super::report::{Tally, WriteReport};
-use super::{claim_calls, prepare_keyed, record_written, Keyed, Strategy, WriteOptions};
+use super::{claim_calls, keyed_connection, record_written, Keyed, Strategy, WriteOptions};
 use crate::catalog::Collection;
 use crate::db::statement::{Naming, Stmt};
 use crate::db::Database;
@@ -156,7 +156,7 @@ impl Streaming<'_> {
         };
         let mut held = vec![first];
         if let Some((copy, shape)) = self.copy_plan(&mut held, &mut batches).await {
-            let (client, keyed) = match self.connect(idempotency.is_some()).await {
+            let (client, keyed) = match keyed_connection(self.db, idempotency.is_some()).await {
                 Ok(connected) => connected,
                 Err(e) => return abandoned(batches, verdict, e).await,
             };
@@ -185,22 +185,12 @@ impl Streaming<'_> {
                 }
             }
         }
-        let connected = match self.connect(idempotency.is_some()).await {
+        let connected = match keyed_connection(self.db, idempotency.is_some()).await {
             Ok(connected) => connected,
             Err(e) => return abandoned(batches, verdict, e).await,
         };
         self.insert(connected, None, (held, batches, verdict), idempotency)
             .await
-    }
-
-    /// A connection, with the Idempotency-Key's statements if `keyed`.
-    async fn connect(&self, keyed: bool) -> Result<(TxGuard, Option<[Stmt; 3]>), Error> {
-        let client = TxGuard::new(self.db.connection().await?, self.db.connector());
-        let statements = match keyed {
-            true => Some(prepare_keyed(&client, self.db.naming()).await?),
-            false => None,
-        };
-        Ok((client, statements))
     }
 
     /// COPY or not, decided as for a whole body ([`super::Request`]): by
