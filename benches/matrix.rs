@@ -152,8 +152,11 @@ fn dataset(name: String, table: &'static str, features: Vec<Value>, dir: &Path) 
             )
         })
         .collect();
-    let geojson =
-        serde_json::to_vec(&json!({"type": "FeatureCollection", "features": features})).unwrap();
+    // "type" first, as clients write it (serde_json would sort it last): a
+    // body that does not name its type before its features is read whole.
+    let mut geojson = br#"{"type":"FeatureCollection","features":"#.to_vec();
+    serde_json::to_writer(&mut geojson, &features).unwrap();
+    geojson.push(b'}');
     let file = dir.join(format!("{table}-{}.geojson", features.len()));
     std::fs::write(&file, &geojson).expect("write dataset file");
     Dataset {
@@ -482,6 +485,8 @@ async fn main() {
         return;
     }
     let quick = std::env::args().any(|a| a == "--quick");
+    // Only the target of streaming: 100,000 points at RTT 0 against raw COPY.
+    let copy_only = std::env::args().any(|a| a == "--copy-ratio");
     let out =
         PathBuf::from(std::env::var("FEATUREPIPE_BENCH_OUT").unwrap_or_else(|_| "bench".into()));
     let pg_base =
@@ -496,12 +501,18 @@ async fn main() {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    let sizes: &[usize] = if quick {
+    let sizes: &[usize] = if copy_only {
+        &[]
+    } else if quick {
         &[10, 1_000, 10_000]
     } else {
         &[10, 100, 1_000, 10_000, 100_000]
     };
-    let rtts: &[u64] = if quick { &[0, 50] } else { &[0, 10, 50] };
+    let rtts: &[u64] = match (copy_only, quick) {
+        (true, _) => &[],
+        (false, true) => &[0, 50],
+        (false, false) => &[0, 10, 50],
+    };
     let dir = std::env::temp_dir().join(format!("featurepipe-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut datasets: Vec<Dataset> = sizes.iter().map(|&n| points(n, &dir)).collect();
@@ -555,9 +566,14 @@ async fn main() {
             }
         }
     }
+    if copy_only {
+        copy_ratio(&bench, &dir, 15).await;
+        return;
+    }
     let mut extra = edit_session(&bench).await;
     extra.push_str(&auto_far(&bench, &dir).await);
     if !quick {
+        extra.push_str(&copy_ratio(&bench, &dir, 9).await);
         extra.push_str(&memory(&bench).await);
     }
 
@@ -606,6 +622,84 @@ async fn auto_far(bench: &Bench, dir: &Path) -> String {
         median(walls).as_secs_f64(),
         trips[trips.len() / 2]
     )
+}
+
+/// 100,000 points at RTT 0, streamed and read whole, against raw binary
+/// COPY: `runs` rounds of the three in turn (so that checkpoints and
+/// neighbours weigh on all alike), with the ratio of the medians and the
+/// spread of the ratios within rounds.
+async fn copy_ratio(bench: &Bench, dir: &Path, runs: usize) -> String {
+    let proxy = Proxy::start(bench.pg.parse().unwrap(), Duration::ZERO)
+        .await
+        .unwrap();
+    let via = bench
+        .db_url
+        .replace(&bench.pg, &proxy.local_addr().to_string());
+    let copy = [("FEATUREPIPE_WRITE_STRATEGY", "copy")];
+    let whole = [copy[0], ("FEATUREPIPE_STREAM_AFTER", "1GiB")];
+    let insert = [("FEATUREPIPE_WRITE_STRATEGY", "insert")];
+    let services = [
+        Service::start(&bench.bin, &via, &insert).await,
+        Service::start(&bench.bin, &via, &copy).await,
+        Service::start(&bench.bin, &via, &whole).await,
+    ];
+    let data = points(100_000, dir);
+    let strategies = [
+        Strategy::HttpCopy,
+        Strategy::HttpCopyWhole,
+        Strategy::RawCopy,
+    ];
+    let mut walls: [Vec<Duration>; 3] = Default::default();
+    // One round to warm the services and the table's pages.
+    for round in 0..=runs {
+        for (k, &strategy) in strategies.iter().enumerate() {
+            bench.truncate(data.table).await;
+            bench
+                .admin
+                .batch_execute("CHECKPOINT")
+                .await
+                .expect("checkpoint");
+            let (wall, _) = bench.write_once(strategy, &data, &proxy, &services).await;
+            if round > 0 {
+                eprintln!(
+                    "{:>28} | round {round:>2} | {:<38} | {:>9.3} s",
+                    data.name,
+                    strategy.label(),
+                    wall.as_secs_f64()
+                );
+                walls[k].push(wall);
+            }
+        }
+    }
+    let ratios = |k: usize| {
+        let mut r: Vec<f64> = (0..runs)
+            .map(|i| walls[2][i].as_secs_f64() / walls[k][i].as_secs_f64())
+            .collect();
+        r.sort_by(f64::total_cmp);
+        (r[runs / 4], r[runs / 2], r[runs * 3 / 4])
+    };
+    let ((s25, s50, s75), (w25, w50, w75)) = (ratios(0), ratios(1));
+    let [streamed, read_whole, raw] = walls.map(median);
+    let share = |d: Duration| raw.as_secs_f64() / d.as_secs_f64() * 100.0;
+    let md = format!(
+        "- **100,000 points at RTT 0, share of raw binary COPY's speed** ({runs} rounds of the \
+         three in turn, table emptied and checkpointed before each write): streamed \
+         {:.3} s, **{:.0}%** of raw COPY's {:.3} s (within rounds {:.0}%, p25–p75 {:.0}–{:.0}%); \
+         read whole {:.3} s, {:.0}% (within rounds {:.0}%, {:.0}–{:.0}%).\n",
+        streamed.as_secs_f64(),
+        share(streamed),
+        raw.as_secs_f64(),
+        s50 * 100.0,
+        s25 * 100.0,
+        s75 * 100.0,
+        read_whole.as_secs_f64(),
+        share(read_whole),
+        w50 * 100.0,
+        w25 * 100.0,
+        w75 * 100.0,
+    );
+    eprint!("{md}");
+    md
 }
 
 /// An edit session of 1000 mixed operations at +50 ms: featurepipe's
