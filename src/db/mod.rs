@@ -318,6 +318,19 @@ impl Database {
         Ok(client)
     }
 
+    /// A connection only if one can be had without waiting for another
+    /// request to give one back (a new one may be opened): for work that
+    /// helps a request but that it can do without.
+    pub async fn free_connection(&self) -> Option<Object> {
+        let now = Timeouts {
+            wait: Some(Duration::ZERO),
+            ..self.pool.timeouts()
+        };
+        let client = self.pool.timeout_get(&now).await.ok()?;
+        self.assume_role(&client).await.ok()?;
+        Some(client)
+    }
+
     /// Set the connection's role for this request. Every checkout sets it
     /// (or resets it), so no role outlives the request that chose it.
     async fn assume_role(&self, client: &Object) -> Result<(), DbError> {

@@ -23,6 +23,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{CopyInSink, Error as PgError, Statement};
 
 use super::guard::TxGuard;
+use super::keys_ahead::{DrawQuery, KeysAhead};
 use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
@@ -32,8 +33,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::db::costs::{Cost, Costs, Observed};
-use crate::db::quote_ident;
 use crate::db::statement::{cache_room, prepare_named, Naming};
+use crate::db::{quote_ident, Database};
 use crate::error::Error;
 use crate::feature::value::SqlValue;
 use crate::feature::FeatureRow;
@@ -70,9 +71,29 @@ impl CopyPlan {
     /// row's xmin, as `observed`): for large requests next to the database,
     /// and where many sessions write the table at once (their rows lie
     /// between a request's).
-    pub fn cheapest_keys(mut self, coll: &Collection, rows: usize, observed: &Observed) -> Self {
+    pub fn cheapest_keys(self, coll: &Collection, rows: usize, observed: &Observed) -> Self {
         let read_back = rows as f64 * observed.read_back_row;
-        if matches!(self.keys, KeySource::Sequence(_)) && observed.round_trip < read_back {
+        match observed.round_trip < read_back {
+            true => self.drawn_first(coll),
+            false => self,
+        }
+    }
+
+    /// For a body written as it arrives: keys drawn ahead in blocks of
+    /// `block` rows ([`Copying::keys_ahead`]) rather than read back after
+    /// all its rows, where a block's round trip takes well under what COPY
+    /// takes for its rows (half), so that the drawing keeps ahead of the
+    /// rows.
+    pub fn keys_for_stream(self, coll: &Collection, block: usize, observed: &Observed) -> Self {
+        match 2.0 * observed.round_trip < block as f64 * observed.copy_row {
+            true => self.drawn_first(coll),
+            false => self,
+        }
+    }
+
+    /// Keys COPY would draw from a sequence drawn before the rows instead.
+    fn drawn_first(mut self, coll: &Collection) -> Self {
+        if matches!(self.keys, KeySource::Sequence(_)) {
             self.keys = KeySource::Drawn;
             self.columns
                 .push(coll.primary_key.expect("copy_plan checked the key"));
@@ -622,6 +643,26 @@ impl<'a> Copying<'a> {
         self.keys != KeySource::Drawn
     }
 
+    /// Keys drawn ahead in blocks of `block` on a connection of their own,
+    /// so that the rest of a body can go in one COPY all the same: when
+    /// the defaults query draws keys from a sequence and a connection is
+    /// free now.
+    pub async fn keys_ahead(&self, db: &Database, block: usize) -> Option<KeysAhead> {
+        let pk = self.coll.primary_key.expect("copy_plan checked the key");
+        if self.keys != KeySource::Drawn || key_sequence(self.coll, pk).is_none() {
+            return None;
+        }
+        let key = &self.coll.columns[pk];
+        let query = DrawQuery {
+            sql: keys_sql(self.coll, pk),
+            names: key
+                .default
+                .is_none()
+                .then(|| (self.coll.qualified_name(), key.name.clone())),
+        };
+        KeysAhead::start(db, query, block).await
+    }
+
     /// Copy the batches `batches` hands over, after the rows copied so
     /// far, in one COPY whose rows go out as each batch comes: nothing is
     /// awaited until the last, then the keys COPY drew are read back (a
@@ -631,21 +672,20 @@ impl<'a> Copying<'a> {
     pub async fn stream(
         &mut self,
         batches: impl Stream<Item = Vec<FeatureRow>> + Unpin,
+        ahead: Option<KeysAhead>,
     ) -> Result<(), CopyFailed> {
         let first = self.copied;
         let sink = self.client.copy_in_pipelined(&self.copy_statement).await;
-        let (copied, sent) = feed(
-            sink,
-            &self.types,
-            (first, self.key_at),
-            &mut self.tally,
-            batches,
-        )
-        .await;
+        let keys = match ahead {
+            Some(ahead) => FedKeys::Ahead(ahead, self.key_type),
+            None => FedKeys::Given(self.key_at),
+        };
+        let (copied, sent) = feed(sink, &self.types, (first, keys), &mut self.tally, batches).await;
         let check = matches!(self.keys, KeySource::Sequence(_)).then(|| self.check(sent));
         self.copied += sent;
         let outcome = match copied {
-            Err(e) => Err(self.copy_failed(e, first, false).into()),
+            Err(Unfed::Copy(e)) => Err(self.copy_failed(e, first, false).into()),
+            Err(Unfed::Keys(e)) => Err(e.into()),
             Ok(count) if count != sent as u64 => Err(CopyFailed::RowsSkipped),
             Ok(_) => match check {
                 Some(check) => {
@@ -895,11 +935,7 @@ async fn send_rows(
     let mut batch_end = batch_ends.next();
     for (i, row) in rows.iter().enumerate() {
         let key = drawn.map(|(keys, ty)| key_param(keys, i, ty));
-        let mut params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
-        if let Some(key) = &key {
-            params.push(key);
-        }
-        if let Err(e) = writer.as_mut().write(&params).await {
+        if let Err(e) = writer.as_mut().write(&row_params(row, key.as_ref())).await {
             // Dropped, the writer aborts the COPY (CopyFail) before what
             // follows it in the flight.
             return (Err(e), marks);
@@ -914,43 +950,73 @@ async fn send_rows(
     (copied, marks)
 }
 
+/// Where the keys of rows fed as they come are: given by the features (at
+/// this column, if they are), or drawn ahead (sent as this type).
+enum FedKeys {
+    Given(Option<usize>),
+    Ahead(KeysAhead, ScalarType),
+}
+
+/// Why a COPY fed as batches came failed.
+enum Unfed {
+    /// The database refused it.
+    Copy(PgError),
+    /// Keys drawn ahead could not be had (the COPY was abandoned).
+    Keys(Error),
+}
+
 /// Send the rows of `batches` (the first is feature `first`) into the
-/// COPY's `sink` as they come, their batches (and keys, when the features
-/// give them at `key_at`) counted in `tally`, and end the COPY: its row
-/// count, and the rows sent.
+/// COPY's `sink` as they come, their batches and keys counted in `tally`,
+/// and end the COPY: its row count, and the rows sent.
 async fn feed(
     sink: Result<CopyInSink<Bytes>, PgError>,
     types: &[Type],
-    (first, key_at): (usize, Option<usize>),
+    (first, mut keys): (usize, FedKeys),
     tally: &mut Tally,
     mut batches: impl Stream<Item = Vec<FeatureRow>> + Unpin,
-) -> (Result<u64, PgError>, usize) {
+) -> (Result<u64, Unfed>, usize) {
     let sink = match sink {
         Ok(sink) => sink,
-        Err(e) => return (Err(e), 0),
+        Err(e) => return (Err(Unfed::Copy(e)), 0),
     };
     let mut writer = std::pin::pin!(BinaryCopyInWriter::new(sink, types));
     let mut sent = 0;
     while let Some(rows) = batches.next().await {
         tally.add_batch(first + sent..first + sent + rows.len());
-        for row in &rows {
-            if let Some(at) = key_at {
+        let drawn = match &mut keys {
+            FedKeys::Ahead(ahead, ty) => match ahead.take(rows.len()).await {
+                Ok(drawn) => Some((Ids::Int(drawn), *ty)),
+                // Dropped, the writer aborts the COPY (CopyFail).
+                Err(e) => return (Err(Unfed::Keys(e)), sent),
+            },
+            FedKeys::Given(_) => None,
+        };
+        for (i, row) in rows.iter().enumerate() {
+            if let FedKeys::Given(Some(at)) = keys {
                 tally.ids.push_text(key_text(&row.values[at]));
             }
-            let params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
-            if let Err(e) = writer.as_mut().write(&params).await {
-                // Dropped, the writer aborts the COPY (CopyFail).
-                return (Err(e), sent);
+            let key = drawn.as_ref().map(|(keys, ty)| key_param(keys, i, *ty));
+            if let Err(e) = writer.as_mut().write(&row_params(row, key.as_ref())).await {
+                return (Err(Unfed::Copy(e)), sent);
             }
+        }
+        if let Some((drawn, _)) = &drawn {
+            tally.ids.extend(drawn);
         }
         sent += rows.len();
         // A batch's time is how long the server took to accept its rows.
         tally.mark_batch();
     }
     crate::db::round_trips::round_trip();
-    let copied = writer.as_mut().finish().await;
+    let copied = writer.as_mut().finish().await.map_err(Unfed::Copy);
     tally.add_to_last();
     (copied, sent)
+}
+
+/// The COPY values of `row`, then its drawn `key` if any.
+fn row_params<'r>(row: &'r FeatureRow, key: Option<&'r SqlValue>) -> Vec<&'r (dyn ToSql + Sync)> {
+    let values = row.values.iter().chain(key);
+    values.map(|v| v as &(dyn ToSql + Sync)).collect()
 }
 
 /// `COPY … (columns) FROM STDIN (FORMAT binary)`.
@@ -1110,5 +1176,25 @@ mod tests {
         assert_eq!(sequence().extra_round_trips(true), 1);
         let drawn = sequence().cheapest_keys(&serial, 1_000_000, &costs(0.0, 1.2));
         assert_eq!(drawn.extra_round_trips(false), 1);
+    }
+
+    #[test]
+    fn a_stream_draws_its_keys_ahead_where_the_drawing_keeps_up_with_the_rows() {
+        let serial = table(ScalarType::Int4, Some("nextval('t_id_seq'::regclass)"));
+        let sequence = || plan(&serial, vec![1, 2]);
+        let costs = |round_trip_ms: f64, copy_us: f64| Observed {
+            round_trip: round_trip_ms * 1e-3,
+            copy_row: copy_us * 1e-6,
+            ..Observed::default()
+        };
+        // 2,000 rows take COPY 12 ms: a 0.3 ms round trip keeps well ahead.
+        let near = sequence().keys_for_stream(&serial, 2000, &costs(0.3, 6.0));
+        assert_eq!((near.keys, near.columns), (KeySource::Drawn, vec![1, 2, 0]));
+        // 10 ms away it would barely: the keys are read back at the end.
+        let far = sequence().keys_for_stream(&serial, 2000, &costs(10.0, 6.0));
+        assert_eq!(far.keys, sequence().keys);
+        // Keys the features give stay theirs.
+        let given = plan(&serial, vec![0, 1, 2]).keys_for_stream(&serial, 2000, &costs(0.3, 6.0));
+        assert_eq!(given.keys, KeySource::Given);
     }
 }

@@ -6,6 +6,7 @@ pub mod guard;
 pub mod idempotency;
 mod insert;
 pub mod item;
+mod keys_ahead;
 pub mod pipeline;
 pub mod plan;
 pub mod report;

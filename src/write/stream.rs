@@ -21,6 +21,7 @@ use super::copy::{copy_plan, CopyFailed, CopyPlan, Copying, Then};
 use super::guard::TxGuard;
 use super::idempotency::Idempotency;
 use super::insert::{conclude, prepare_inserts, Answer};
+use super::keys_ahead::KeysAhead;
 use super::pipeline::Flight;
 use super::plan::{BatchLimits, Batcher, Plan};
 use super::report::{Tally, WriteReport};
@@ -164,7 +165,10 @@ impl Streaming<'_> {
             let costs = self.db.costs();
             let copying = Copying::prepare(&client, self.coll, copy, &shape, naming, costs);
             let copied = match copying.await {
-                Ok(copying) => copy_batches(copying, held, &mut batches).await,
+                Ok(copying) => {
+                    let ahead = (self.db, self.key_block());
+                    copy_batches(copying, held, &mut batches, ahead).await
+                }
                 Err(CopyFailed::Write(e)) => return abandoned(batches, verdict, e).await,
                 Err(CopyFailed::Refused(_) | CopyFailed::RowsSkipped) => Copied::Refused(held),
             };
@@ -229,14 +233,18 @@ impl Streaming<'_> {
             }
         }
         let (copy, shape) = plan(held)?;
-        // Keys read back per segment, or drawn before it: as for a request of a segment's size.
-        let segment = rows.min(SEGMENT_BATCHES * options.limits.max_features);
-        let copy = copy.cheapest_keys(self.coll, segment, &self.db.costs().observed(usize::MAX));
+        let observed = self.db.costs().observed(usize::MAX);
+        let copy = copy.keys_for_stream(self.coll, self.key_block(), &observed);
         let wants_copy = match options.strategy {
             Strategy::Auto => rows >= options.copy_from(extra(&copy), usize::MAX, self.db),
             _ => options.wants_copy(rows, extra(&copy), self.db),
         };
         (copy_allowed && wants_copy).then_some((copy, shape))
+    }
+
+    /// Keys drawn ahead at a time ([`Copying::keys_ahead`]).
+    fn key_block(&self) -> usize {
+        KEY_BLOCK_BATCHES * self.options.limits.max_features.max(1)
     }
 
     /// Write `held`, then the batches still coming, by pipelined INSERTs on
@@ -323,14 +331,20 @@ enum Copied<'a> {
     Reshaped(Copying<'a>, Vec<Batch>),
 }
 
+/// Keys drawn ahead a block of this many batches at a time (see
+/// [`Copying::keys_ahead`]): a few milliseconds of the database's work.
+const KEY_BLOCK_BATCHES: usize = 4;
+
 /// COPY `held` (and the batches ready) as a first segment, which shows
 /// whether the database takes this COPY at all; then the batches as they
-/// come: in one COPY when their keys need nothing between batches, else a
+/// come: in one COPY when their keys need nothing between batches or are
+/// drawn ahead (on a connection of `db`'s, in blocks of `block`), else a
 /// segment at a time, each segment's keys drawn in the flight before it.
 async fn copy_batches<'a>(
     mut copying: Copying<'a>,
     mut pending: Vec<Batch>,
     batches: &mut mpsc::Receiver<Batch>,
+    (db, block): (&Database, usize),
 ) -> Copied<'a> {
     loop {
         if pending.is_empty() {
@@ -339,8 +353,14 @@ async fn copy_batches<'a>(
                 None => return Copied::All(copying),
             }
         }
-        if copying.streams_rows() && !copying.is_empty() {
-            return copy_rest(copying, pending.remove(0), batches).await;
+        if !copying.is_empty() {
+            let ahead = match copying.streams_rows() {
+                true => None,
+                false => copying.keys_ahead(db, block).await,
+            };
+            if copying.streams_rows() || ahead.is_some() {
+                return copy_rest(copying, pending.remove(0), batches, ahead).await;
+            }
         }
         while pending.len() < SEGMENT_BATCHES {
             match batches.try_recv() {
@@ -377,12 +397,14 @@ fn reshapes(batch: &Batch) -> bool {
     batch.shapes.as_ref().is_some_and(|s| s.len() > 1)
 }
 
-/// COPY `next` and the batches still coming in one COPY, up to the end of
-/// the body or a batch of another column set.
+/// COPY `next` and the batches still coming in one COPY (with keys drawn
+/// `ahead`, if given), up to the end of the body or a batch of another
+/// column set.
 async fn copy_rest<'a>(
     mut copying: Copying<'a>,
     next: Batch,
     batches: &mut mpsc::Receiver<Batch>,
+    ahead: Option<KeysAhead>,
 ) -> Copied<'a> {
     if reshapes(&next) {
         return Copied::Reshaped(copying, vec![next]);
@@ -401,7 +423,7 @@ async fn copy_rest<'a>(
             },
         );
         let rows = futures_util::stream::once(async { next.rows }).chain(rest);
-        copying.stream(std::pin::pin!(rows)).await
+        copying.stream(std::pin::pin!(rows), ahead).await
     };
     match (copied, later) {
         (Ok(()), None) => Copied::All(copying),

@@ -748,3 +748,56 @@ async fn far_from_the_database_a_stream_goes_in_one_copy_after_its_first_segment
     assert_eq!(r.status, 201, "{r:?}");
     assert_eq!(count(&app).await, 40_000);
 }
+
+#[tokio::test]
+async fn next_to_the_database_a_stream_draws_its_keys_ahead_on_a_second_connection() {
+    for pool_size in [2, 1] {
+        stream_keys(pool_size).await;
+    }
+}
+
+/// A stream of 20,000 features next to the database (through the proxy, to
+/// count connections) on a pool of `pool_size`: keys drawn ahead on a second
+/// connection when there is one, a segment at a time when not; either way
+/// every id in feature order, and a conflict deep in the COPY named.
+async fn stream_keys(pool_size: usize) {
+    let db = TestDb::new(&format!(
+        "{TABLE}; CREATE TABLE uniq (id serial PRIMARY KEY, name text, n integer NOT NULL UNIQUE,
+                                     geom geometry(Point, 4326))"
+    ))
+    .await;
+    let (proxy, mut config) = via_proxy(&db, Duration::ZERO).await;
+    streaming(&mut config);
+    config.pool_size = pool_size;
+    config.write_strategy = featurepipe::write::Strategy::Copy;
+    let app = TestApp::on(db, config).await;
+    let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
+    assert_written(&app, &r, 20_000).await;
+    assert_eq!(r.body["strategy"], "copy");
+    // Keys drawn ahead need a second connection; none is waited for.
+    assert_eq!(proxy.connections(), pool_size as u64, "pool of {pool_size}");
+    // Keys drawn ahead and not used are skipped, as after a rollback:
+    // fewer than two blocks of 4 batches.
+    let drawn = app.db.int("SELECT last_value FROM pts_id_seq").await;
+    assert!((20_000..=24_000).contains(&drawn), "{drawn} keys drawn");
+    // A conflict deep in the one COPY names its feature; nothing is written.
+    app.db
+        .client
+        .batch_execute("INSERT INTO uniq (n) VALUES (17345)")
+        .await
+        .unwrap();
+    let r = post_to(
+        &app,
+        "/collections/uniq/items",
+        body_of(20_000, 250, &[]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(r.body["errors"][0]["feature"], 17_345, "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM uniq").await, 1);
+    // The next stream writes as the first did.
+    app.db.client.batch_execute("TRUNCATE pts").await.unwrap();
+    let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
+    assert_written(&app, &r, 20_000).await;
+}
