@@ -720,22 +720,7 @@ async fn far_from_the_database_a_stream_goes_in_one_copy_after_its_first_segment
     // The first segment; the rest in one COPY; its keys read back; COMMIT
     // (and a prepare or two): not a flight per segment of 2,000 features.
     assert!(trips <= 6, "{trips} round trips");
-    // A conflict deep in the one COPY names its feature; nothing is written.
-    app.db
-        .client
-        .batch_execute("INSERT INTO uniq (n) VALUES (17345)")
-        .await
-        .unwrap();
-    let r = post_to(
-        &app,
-        "/collections/uniq/items",
-        body_of(20_000, 250, &[]),
-        &[],
-    )
-    .await;
-    assert_eq!(r.status, 409, "{r:?}");
-    assert_eq!(r.body["errors"][0]["feature"], 17_345, "{r:?}");
-    assert_eq!(app.db.int("SELECT count(*) FROM uniq").await, 1);
+    conflict_deep_in_the_copy(&app).await;
     // An invalid feature late: 422 at its pointer, nothing written, and the
     // connection serves the next stream.
     let r = post_stream(&app, body_of(20_000, 250, &[19_000]), &[]).await;
@@ -754,6 +739,21 @@ async fn next_to_the_database_a_stream_draws_its_keys_ahead_on_a_second_connecti
     for pool_size in [2, 1] {
         stream_keys(pool_size).await;
     }
+}
+
+/// A conflict deep in the one COPY of a stream into `uniq` names its
+/// feature; nothing is written.
+async fn conflict_deep_in_the_copy(app: &TestApp) {
+    app.db
+        .client
+        .batch_execute("INSERT INTO uniq (n) VALUES (17345)")
+        .await
+        .unwrap();
+    let body = body_of(20_000, 250, &[]);
+    let r = post_to(app, "/collections/uniq/items", body, &[]).await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert_eq!(r.body["errors"][0]["feature"], 17_345, "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM uniq").await, 1);
 }
 
 /// A stream of 20,000 features next to the database (through the proxy, to
@@ -780,22 +780,7 @@ async fn stream_keys(pool_size: usize) {
     // fewer than two blocks of 4 batches.
     let drawn = app.db.int("SELECT last_value FROM pts_id_seq").await;
     assert!((20_000..=24_000).contains(&drawn), "{drawn} keys drawn");
-    // A conflict deep in the one COPY names its feature; nothing is written.
-    app.db
-        .client
-        .batch_execute("INSERT INTO uniq (n) VALUES (17345)")
-        .await
-        .unwrap();
-    let r = post_to(
-        &app,
-        "/collections/uniq/items",
-        body_of(20_000, 250, &[]),
-        &[],
-    )
-    .await;
-    assert_eq!(r.status, 409, "{r:?}");
-    assert_eq!(r.body["errors"][0]["feature"], 17_345, "{r:?}");
-    assert_eq!(app.db.int("SELECT count(*) FROM uniq").await, 1);
+    conflict_deep_in_the_copy(&app).await;
     // The next stream writes as the first did.
     app.db.client.batch_execute("TRUNCATE pts").await.unwrap();
     let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
