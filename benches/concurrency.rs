@@ -97,9 +97,18 @@ fn points_body(first: usize, n: usize) -> Bytes {
     Bytes::from(body)
 }
 
+/// What a client's answers were.
+#[derive(Default)]
+struct Answers {
+    /// Answers other than 201 Created.
+    failures: usize,
+    /// Features written by COPY, as the answers' `strategy` says (the
+    /// rest by INSERT): `auto` chooses per request.
+    by_copy: usize,
+}
+
 /// One client: a kept-alive connection posting `bodies` one after another.
-/// Returns how many answers were not 201 Created.
-async fn client(service: String, bodies: Vec<Bytes>) -> usize {
+async fn client(service: String, bodies: Vec<Bytes>) -> Answers {
     let stream = TcpStream::connect(&service)
         .await
         .expect("connect to the service");
@@ -108,7 +117,7 @@ async fn client(service: String, bodies: Vec<Bytes>) -> usize {
         .await
         .expect("HTTP handshake");
     tokio::spawn(connection);
-    let mut failures = 0;
+    let mut answers = Answers::default();
     for body in bodies {
         let request = Request::post(format!("http://{service}/collections/points/items"))
             .header("content-type", "application/geo+json")
@@ -121,14 +130,20 @@ async fn client(service: String, bodies: Vec<Bytes>) -> usize {
             .collect()
             .await
             .expect("the answer's body");
+        let body = body.to_bytes();
         if !created {
-            failures += 1;
-            if failures == 1 {
-                eprintln!("not created: {}", String::from_utf8_lossy(&body.to_bytes()));
+            answers.failures += 1;
+            if answers.failures == 1 {
+                eprintln!("not created: {}", String::from_utf8_lossy(&body));
             }
+            continue;
+        }
+        let report: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if report["strategy"] == "copy" {
+            answers.by_copy += report["ids"].as_array().map_or(0, Vec::len);
         }
     }
-    failures
+    answers
 }
 
 /// CPU seconds (user + system) a process has used, and its finished children's.
@@ -250,6 +265,8 @@ struct Side {
     wall: Duration,
     cpu: Cpu,
     disk_ms: f64,
+    /// The share of the features written by COPY.
+    by_copy: f64,
 }
 
 impl Side {
@@ -310,7 +327,7 @@ impl Bench {
         let before = Cpu::now(&self.setup);
         let disk_before = disk_busy_ms(self.setup.disk);
         let started = Instant::now();
-        let failures = match load {
+        let answers = match load {
             Load::Single => client(self.setup.service.clone(), vec![self.single.clone()]).await,
             Load::Concurrent => {
                 let tasks: Vec<_> = self
@@ -318,17 +335,19 @@ impl Bench {
                     .iter()
                     .map(|bodies| tokio::spawn(client(self.setup.service.clone(), bodies.clone())))
                     .collect();
-                let mut failures = 0;
+                let mut answers = Answers::default();
                 for task in tasks {
-                    failures += task.await.expect("a client");
+                    let client = task.await.expect("a client");
+                    answers.failures += client.failures;
+                    answers.by_copy += client.by_copy;
                 }
-                failures
+                answers
             }
         };
         let wall = started.elapsed();
         let cpu = Cpu::now(&self.setup).since(before);
         let disk_ms = disk_busy_ms(self.setup.disk) - disk_before;
-        assert_eq!(failures, 0, "requests that were not created");
+        assert_eq!(answers.failures, 0, "requests that were not created");
         let rows: i64 = self
             .admin
             .query_one("SELECT count(*) FROM points", &[])
@@ -336,7 +355,13 @@ impl Bench {
             .unwrap()
             .get(0);
         assert_eq!(rows as usize, self.total, "rows written");
-        Side { wall, cpu, disk_ms }
+        let by_copy = answers.by_copy as f64 / self.total as f64;
+        Side {
+            wall,
+            cpu,
+            disk_ms,
+            by_copy,
+        }
     }
 }
 
@@ -433,7 +458,7 @@ async fn main() {
         let rate = |side: &Side| total as f64 / side.wall.as_secs_f64();
         eprintln!(
             "{} one request {:>7.0}/s  clients {:>7.0}/s  ratio {:>4.0}%  \
-             (neighbours {:.0}%, {:.0}%; disk busy {:.0}%, {:.0}%)",
+             (neighbours {:.0}%, {:.0}%; disk busy {:.0}%, {:.0}%; by COPY {:.0}%, {:.0}%)",
             if pair == 0 { "warm-up" } else { "pair   " },
             rate(&single),
             rate(&concurrent),
@@ -441,7 +466,9 @@ async fn main() {
             100.0 * single.neighbours(s.cores),
             100.0 * concurrent.neighbours(s.cores),
             100.0 * single.disk_busy(),
-            100.0 * concurrent.disk_busy()
+            100.0 * concurrent.disk_busy(),
+            100.0 * single.by_copy,
+            100.0 * concurrent.by_copy
         );
         if pair > 0 {
             measured.push([single, concurrent]);
@@ -542,15 +569,15 @@ fn report(bench: &Bench, measured: &[[Side; 2]], took: Duration) -> String {
     writeln!(
         md,
         "\nEvery pair, in the order run (odd pairs ran the clients first):\n\n\
-         | pair | one request /s | clients /s | ratio | neighbours' share of the CPU | disk busy | quiet |\n\
-         |--:|--:|--:|--:|--:|--:|---|"
+         | pair | one request /s | clients /s | ratio | neighbours' share of the CPU | disk busy | features by COPY | quiet |\n\
+         |--:|--:|--:|--:|--:|--:|--:|---|"
     )
     .unwrap();
     for (i, pair) in measured.iter().enumerate() {
         let [one, clients] = pair;
         writeln!(
             md,
-            "| {} | {:.0} | {:.0} | {:.0}% | {:.0}%, {:.0}% | {:.0}%, {:.0}% | {} |",
+            "| {} | {:.0} | {:.0} | {:.0}% | {:.0}%, {:.0}% | {:.0}%, {:.0}% | {:.0}%, {:.0}% | {} |",
             i + 1,
             rate(one),
             rate(clients),
@@ -559,6 +586,8 @@ fn report(bench: &Bench, measured: &[[Side; 2]], took: Duration) -> String {
             100.0 * clients.neighbours(s.cores),
             100.0 * one.disk_busy(),
             100.0 * clients.disk_busy(),
+            100.0 * one.by_copy,
+            100.0 * clients.by_copy,
             if quiet(pair) { "yes" } else { "no" }
         )
         .unwrap();
