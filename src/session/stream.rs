@@ -198,7 +198,8 @@ impl Streaming {
         let Some(first) = windows.recv().await else {
             return Ok(None);
         };
-        let client = TxGuard::new(self.db.connection().await?, self.db.connector());
+        let client =
+            TxGuard::new(self.db.connection().await?, self.db.connector()).writing(self.db.costs());
         let mut sending = Batches {
             client: &client,
             flight: Flight::default(),

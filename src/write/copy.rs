@@ -66,14 +66,14 @@ pub enum KeySource {
 
 impl CopyPlan {
     /// Keys drawn by the defaults query before `rows` rows rather than read
-    /// back after them, where its round trip costs less than reading them
-    /// back (`featurepipe.copied_keys`, an index scan that checks each
-    /// row's xmin, as `observed`): for large requests next to the database,
-    /// and where many sessions write the table at once (their rows lie
-    /// between a request's).
+    /// back after them, where its round trip and its draws cost less than
+    /// reading them back (`featurepipe.copied_keys`, an index scan that
+    /// checks each row's xmin, as `observed` by writes that ran alone): for
+    /// large requests next to the database.
     pub fn cheapest_keys(self, coll: &Collection, rows: usize, observed: &Observed) -> Self {
         let read_back = rows as f64 * observed.read_back_row;
-        match observed.round_trip < read_back {
+        let drawn_first = observed.round_trip + rows as f64 * DRAW_ROW;
+        match drawn_first < read_back {
             true => self.drawn_first(coll),
             false => self,
         }
@@ -109,6 +109,11 @@ impl CopyPlan {
         u32::from(self.keys == KeySource::Drawn) + u32::from(keyed)
     }
 }
+
+/// The database's time per key the defaults query draws from a sequence
+/// (`nextval` in `generate_series`, about 0.3 µs next to the database): a
+/// key read back costs that and the search for it.
+const DRAW_ROW: f64 = 0.3e-6;
 
 /// Whether this request can be written by COPY, and how.
 ///

@@ -1,9 +1,12 @@
 //! A pooled connection that never goes back to the pool inside a transaction.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use deadpool_postgres::Object;
 use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::db::costs::{Costs, Writing};
 
 /// Derefs to the connection; if dropped while a transaction may be open (a
 /// request cut short by its deadline or its client), the statement in flight
@@ -22,6 +25,8 @@ pub struct TxGuard {
     open: AtomicBool,
     /// How a cancel request reaches the server: as the connection did (TLS or not).
     connector: MakeRustlsConnect,
+    /// The write this connection serves, counted as under way.
+    _writing: Option<Writing>,
 }
 
 impl TxGuard {
@@ -31,7 +36,14 @@ impl TxGuard {
             client: Some(client),
             open: AtomicBool::new(true),
             connector,
+            _writing: None,
         }
+    }
+
+    /// The same, counted as a write under way in `costs` while it lives.
+    pub fn writing(mut self, costs: &Arc<Costs>) -> Self {
+        self._writing = Some(costs.writing());
+        self
     }
 
     /// Note that a transaction may be open (BEGIN sent) or is surely closed.

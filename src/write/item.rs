@@ -221,7 +221,7 @@ async fn keyed_query_one(
     let params = params(leading, values);
     Retry::of(db)
         .run(|| async {
-            let client = TxGuard::new(db.connection().await?, db.connector());
+            let client = TxGuard::new(db.connection().await?, db.connector()).writing(db.costs());
             let statements = prepare_keyed(&client, db.naming()).await?;
             let statement = prepare(&client, sql, db.naming())
                 .await

@@ -319,7 +319,7 @@ pub(crate) async fn keyed_connection(
     db: &Database,
     keyed: bool,
 ) -> Result<(TxGuard, Option<[Stmt; 3]>), Error> {
-    let client = TxGuard::new(db.connection().await?, db.connector());
+    let client = TxGuard::new(db.connection().await?, db.connector()).writing(db.costs());
     let statements = match keyed {
         true => Some(prepare_keyed(&client, db.naming()).await?),
         false => None,
