@@ -319,9 +319,14 @@ impl Database {
     }
 
     /// A connection only if one can be had without waiting for another
-    /// request to give one back (a new one may be opened): for work that
-    /// helps a request but that it can do without.
+    /// request to give one back (a new one may be opened), and another
+    /// would still be left for the next request: for work that helps a
+    /// request but that it can do without.
     pub async fn free_connection(&self) -> Option<Object> {
+        let status = self.pool.status();
+        if status.max_size - status.size + status.available < 2 {
+            return None;
+        }
         let now = Timeouts {
             wait: Some(Duration::ZERO),
             ..self.pool.timeouts()
