@@ -14,7 +14,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Error as PgError;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::db::statement::prepare_named;
+use crate::db::statement::{cache_room, prepare_named};
 use crate::db::Database;
 use crate::error::Error;
 
@@ -47,6 +47,7 @@ impl KeysAhead {
         let naming = db.naming();
         let (tx, blocks) = mpsc::channel(BLOCKS_AHEAD);
         let drawing = tokio::spawn(async move {
+            let naming = naming.within(cache_room(&client), 0);
             let statement = match prepare_named(&client, &query.sql, naming).await {
                 Ok(statement) => statement,
                 Err(e) => return drop(tx.send(Err(e)).await),
