@@ -197,7 +197,10 @@ mod tests {
         assert_eq!(costs.observed(100).copy_row, Observed::default().copy_row);
         costs.observe(Cost::ReadBackRow, 100, Duration::from_millis(1));
         let read_back = costs.observed(100).read_back_row;
-        assert!(read_back > Observed::default().read_back_row, "learned under load");
+        assert!(
+            read_back > Observed::default().read_back_row,
+            "learned under load"
+        );
         drop(other);
         costs.observe(Cost::RoundTrip, 0, Duration::from_secs(1));
         assert!(costs.observed(10).round_trip > rt, "alone again");
