@@ -788,3 +788,36 @@ async fn stream_keys(pool_size: usize, used: u64) {
     let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
     assert_written(&app, &r, 20_000).await;
 }
+
+#[tokio::test]
+async fn a_sequence_that_runs_out_while_keys_are_drawn_ahead_writes_nothing() {
+    let db = TestDb::new(&format!(
+        "{TABLE}; CREATE SEQUENCE lim_seq MAXVALUE 12000;
+         CREATE TABLE lim (id integer PRIMARY KEY DEFAULT nextval('lim_seq'), name text,
+                           n integer NOT NULL, geom geometry(Point, 4326))"
+    ))
+    .await;
+    let mut config = crate::support::config(&db.url);
+    streaming(&mut config);
+    config.write_strategy = featurepipe::write::Strategy::Copy;
+    let app = TestApp::on(db, config).await;
+    // The first segment (16 batches at most) fits; a later block drawn
+    // ahead does not.
+    let r = post_to(
+        &app,
+        "/collections/lim/items",
+        body_of(20_000, 250, &[]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    let detail = r.body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("drawing keys ahead") && detail.contains("lim_seq"),
+        "{r:?}"
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM lim").await, 0);
+    // The service writes the next stream.
+    let r = post_stream(&app, body_of(20_000, 250, &[]), &[]).await;
+    assert_written(&app, &r, 20_000).await;
+}
