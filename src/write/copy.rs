@@ -391,8 +391,8 @@ pub struct Copying<'a> {
     client: &'a TxGuard,
     coll: &'a Collection,
     copy_statement: Statement,
-    /// The defaults query drawing keys ([`KeySource::Drawn`]).
-    keys_statement: Option<Statement>,
+    /// The defaults query drawing keys ([`KeySource::Drawn`]), prepared.
+    draw: Option<(Statement, DrawQuery)>,
     /// What follows the rows: `featurepipe.copied_keys` for keys COPY
     /// draws, else `featurepipe.check_copied`.
     check_statement: Statement,
@@ -445,7 +445,7 @@ impl<'a> Copying<'a> {
             KeySource::Sequence(_) => COPIED_KEYS,
             KeySource::Given | KeySource::Drawn => CHECK_COPIED,
         };
-        let keys_sql = (copy.keys == KeySource::Drawn).then(|| keys_sql(coll, pk));
+        let draw = (copy.keys == KeySource::Drawn).then(|| draw_query(coll, pk));
         let room = cache_room(client);
         let naming = |n| naming.within(room, n);
         let mut prepares: Vec<Call<'_, Result<Statement, PgError>>> = vec![
@@ -453,8 +453,8 @@ impl<'a> Copying<'a> {
             Box::pin(prepare_named(client, check_sql, naming(1))),
             Box::pin(prepare_named(client, COPY_BEGINS, naming(2))),
         ];
-        if let Some(sql) = &keys_sql {
-            prepares.push(Box::pin(prepare_named(client, sql, naming(3))));
+        if let Some(draw) = &draw {
+            prepares.push(Box::pin(prepare_named(client, &draw.sql, naming(3))));
         }
         let mut prepares = Calls::new(prepares);
         prepares.send_all().await;
@@ -467,7 +467,7 @@ impl<'a> Copying<'a> {
             })?);
         }
         drop(prepares);
-        let keys_statement = keys_sql.and_then(|_| statements.pop());
+        let draw = draw.and_then(|query| Some((statements.pop()?, query)));
         let begins_statement = statements.pop().expect("prepared");
         let check_statement = statements.pop().expect("prepared");
         let copy_statement = statements.pop().expect("prepared");
@@ -485,7 +485,7 @@ impl<'a> Copying<'a> {
             client,
             coll,
             copy_statement,
-            keys_statement,
+            draw,
             check_statement,
             begins_statement,
             keys: copy.keys,
@@ -538,7 +538,7 @@ impl<'a> Copying<'a> {
         // Keys the defaults query draws go into the rows: that query's answer
         // is awaited (with BEGIN's and the claim's) before the rows are sent.
         let mut answers = Answers::new(sent);
-        if self.keys_statement.is_some() {
+        if self.draw.is_some() {
             opening.push(self.draw_keys(rows.len()));
             let mut calls = Calls::new(std::mem::take(&mut opening));
             calls.send_all().await;
@@ -654,17 +654,8 @@ impl<'a> Copying<'a> {
     /// free now.
     pub async fn keys_ahead(&self, db: &Database, block: usize) -> Option<KeysAhead> {
         let pk = self.coll.primary_key.expect("copy_plan checked the key");
-        if self.keys != KeySource::Drawn || key_sequence(self.coll, pk).is_none() {
-            return None;
-        }
-        let key = &self.coll.columns[pk];
-        let query = DrawQuery {
-            sql: keys_sql(self.coll, pk),
-            names: key
-                .default
-                .is_none()
-                .then(|| (self.coll.qualified_name(), key.name.clone())),
-        };
+        key_sequence(self.coll, pk)?;
+        let (_, query) = self.draw.clone()?;
         KeysAhead::start(db, query, block).await
     }
 
@@ -719,20 +710,11 @@ impl<'a> Copying<'a> {
     /// The defaults query drawing `n` keys.
     fn draw_keys(&self, n: usize) -> Call<'a, Opened> {
         let client = self.client;
-        let statement = self.keys_statement.clone().expect("keys drawn");
-        let pk = self.coll.primary_key.expect("copy_plan checked the key");
+        let (statement, query) = self.draw.clone().expect("keys drawn");
         let integer = self.coll.integer_key();
-        let with_default = self.coll.columns[pk].default.is_some();
-        let table = self.coll.qualified_name();
-        let key_column = &self.coll.columns[pk].name;
         Box::pin(async move {
             let n = n as i32;
-            let params: Vec<&(dyn ToSql + Sync)> = if with_default {
-                vec![&n]
-            } else {
-                vec![&n, &table, key_column]
-            };
-            let row = client.query_one(&statement, &params).await;
+            let row = client.query_one(&statement, &query.params(&n)).await;
             Opened::Drawn(row.map(|row| match integer {
                 true => Ids::Int(row.get(0)),
                 false => Ids::Text(row.get(0)),
@@ -1039,7 +1021,21 @@ fn copy_sql(coll: &Collection, columns: &[usize]) -> String {
 
 /// The ONE defaults query that draws a key per row ([`KeySource::Drawn`]):
 /// the key column's default expression from the catalog (volatile ones are
-/// evaluated once per row), or an identity's sequence.
+/// evaluated once per row), or an identity's sequence (named by the table
+/// and the key column, its parameters after the number of keys).
+fn draw_query(coll: &Collection, pk: usize) -> DrawQuery {
+    let key = &coll.columns[pk];
+    let names = key
+        .default
+        .is_none()
+        .then(|| (coll.qualified_name(), key.name.clone()));
+    DrawQuery {
+        sql: keys_sql(coll, pk),
+        names,
+    }
+}
+
+/// The SQL of [`draw_query`].
 fn keys_sql(coll: &Collection, pk: usize) -> String {
     let key = &coll.columns[pk];
     let cast = if coll.integer_key() { "int8" } else { "text" };

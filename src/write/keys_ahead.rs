@@ -30,13 +30,25 @@ pub struct KeysAhead {
     _drawing: AbortOnDropHandle<()>,
 }
 
-/// What the query drawing a block of keys needs: its SQL, and the table
-/// and key column it names when the key is an identity.
+/// The query drawing keys: its SQL, and the table and key column it names
+/// when the key is an identity.
+#[derive(Clone)]
 pub struct DrawQuery {
-    /// `SELECT array_agg(…)` of `$1` keys (see `copy::keys_sql`).
+    /// `SELECT array_agg(…)` of `$1` keys (see `copy::draw_query`).
     pub sql: String,
     /// The table and key column, for `pg_get_serial_sequence`.
     pub names: Option<(String, String)>,
+}
+
+impl DrawQuery {
+    /// The query's parameters for `n` keys.
+    pub fn params<'a>(&'a self, n: &'a i32) -> Vec<&'a (dyn ToSql + Sync)> {
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![n];
+        if let Some((table, column)) = &self.names {
+            params.extend([table as &(dyn ToSql + Sync), column]);
+        }
+        params
+    }
 }
 
 impl KeysAhead {
@@ -53,10 +65,7 @@ impl KeysAhead {
                 Err(e) => return drop(tx.send(Err(e)).await),
             };
             let n = i32::try_from(block).unwrap_or(i32::MAX);
-            let mut params: Vec<&(dyn ToSql + Sync)> = vec![&n];
-            if let Some((table, column)) = &query.names {
-                params.extend([table as &(dyn ToSql + Sync), column]);
-            }
+            let params = query.params(&n);
             // A block is drawn once there is room for it (so that at most
             // one waits), until the COPY needs no more or a draw fails.
             while let Ok(room) = tx.reserve().await {
