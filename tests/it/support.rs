@@ -275,7 +275,14 @@ pub fn settings_file(name: &str, text: &str) -> std::path::PathBuf {
         std::process::id(),
         text.len()
     ));
-    std::fs::write(&path, text).unwrap();
+    // Written aside and renamed into place: tests running at once write the
+    // same file, and a service reading it while another test truncated it
+    // for writing read no settings (jsonfg's CRS list, once in four runs).
+    static WRITTEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let aside = path.with_extension(format!("toml.{n}"));
+    std::fs::write(&aside, text).unwrap();
+    std::fs::rename(&aside, &path).unwrap();
     path
 }
 
