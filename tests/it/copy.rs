@@ -339,6 +339,33 @@ async fn a_copy_that_loses_rows_to_a_trigger_created_after_start_up_commits_noth
 }
 
 #[tokio::test]
+async fn without_statistics_counters_a_copy_still_counts_its_rows() {
+    // track_counts off: the checks count this transaction's rows instead,
+    // for keys read back (`parts`) and keys drawn first (`drawn`).
+    let app = copy_app(&format!(
+        "{PARTITIONED};
+         CREATE TABLE drawn (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), seq int,
+                             geom geometry(Point, 4326));
+         DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_counts = off', \
+         current_database()); END $$"
+    ))
+    .await;
+    for table in ["parts", "drawn"] {
+        let r = app.post(table, &numbered(500)).await;
+        assert_eq!(r.status, 201, "{r:?}");
+        assert_eq!(r.body["strategy"], "copy", "{table}: {r:?}");
+        let count = app.db.int(&format!("SELECT count(*) FROM {table}")).await;
+        assert_eq!(count, 500, "{table}");
+    }
+    app.db
+        .client
+        .batch_execute(&format!("TRUNCATE parts; {PARTITION_TRIGGER}"))
+        .await
+        .unwrap();
+    assert_feature_7_refused(&app, 500).await;
+}
+
+#[tokio::test]
 async fn pipelined_inserts_that_lose_a_row_to_a_trigger_created_after_start_up_say_so() {
     let app = TestApp::with_config(PARTITIONED, |c| c.write_strategy = Strategy::Insert).await;
     app.db
