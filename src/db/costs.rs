@@ -1,7 +1,7 @@
 //! What the database's work costs, measured as the service runs: the round
 //! trip, and the time per row of a pipelined INSERT, of a COPY and of
 //! reading back the keys a COPY drew, for small and large writes apart;
-//! each the median of the last observations.
+//! each the median of the last observations (a guess before them).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -58,8 +58,13 @@ impl Default for Observed {
     }
 }
 
+/// How many observations the guess ([`Observed::default`]) counts as, until
+/// real ones push it out: a single first write (a cold connection loading
+/// PostGIS, a fresh table growing) does not replace it alone.
+const GUESSED: usize = 3;
+
 /// The latest observations of one cost, in seconds.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Window {
     seen: Vec<f64>,
     /// Where the next observation goes once the window is full.
@@ -67,6 +72,14 @@ struct Window {
 }
 
 impl Window {
+    /// A window holding only the guess.
+    fn guessed(guess: f64) -> Window {
+        Window {
+            seen: vec![guess; GUESSED],
+            next: GUESSED,
+        }
+    }
+
     fn add(&mut self, took: f64) {
         if self.seen.len() < WINDOW {
             self.seen.push(took);
@@ -76,31 +89,49 @@ impl Window {
         self.next = (self.next + 1) % WINDOW;
     }
 
-    /// The median (the lower of the middle two), or `guess` before any.
-    fn median_or(&self, guess: f64) -> f64 {
+    /// The median (the lower of the middle two).
+    fn median(&self) -> f64 {
         let mut sorted = self.seen.clone();
         sorted.sort_by(f64::total_cmp);
-        match sorted.len() {
-            0 => guess,
-            n => sorted[(n - 1) / 2],
-        }
+        sorted[(sorted.len() - 1) / 2]
     }
 }
 
 /// The per-row costs of one class of writes (small or large).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct RowCosts {
     insert_row: Window,
     copy_row: Window,
     read_back_row: Window,
 }
 
+impl RowCosts {
+    fn guessed(guess: &Observed) -> RowCosts {
+        RowCosts {
+            insert_row: Window::guessed(guess.insert_row),
+            copy_row: Window::guessed(guess.copy_row),
+            read_back_row: Window::guessed(guess.read_back_row),
+        }
+    }
+}
+
 /// All that was observed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Learned {
     round_trip: Window,
     small: RowCosts,
     large: RowCosts,
+}
+
+impl Default for Learned {
+    fn default() -> Self {
+        let guess = Observed::default();
+        Learned {
+            round_trip: Window::guessed(guess.round_trip),
+            small: RowCosts::guessed(&guess),
+            large: RowCosts::guessed(&guess),
+        }
+    }
 }
 
 /// The costs observed on one database, shared by its pool's users: for
@@ -166,14 +197,13 @@ impl Costs {
     /// The costs now, for a write of `rows` rows.
     pub fn observed(&self, rows: usize) -> Observed {
         let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
-        let guess = Observed::default();
-        let round_trip = learned.round_trip.median_or(guess.round_trip);
+        let round_trip = learned.round_trip.median();
         let class = learned.class(rows);
         Observed {
             round_trip,
-            insert_row: class.insert_row.median_or(guess.insert_row),
-            copy_row: class.copy_row.median_or(guess.copy_row),
-            read_back_row: class.read_back_row.median_or(guess.read_back_row),
+            insert_row: class.insert_row.median(),
+            copy_row: class.copy_row.median(),
+            read_back_row: class.read_back_row.median(),
         }
     }
 
@@ -227,11 +257,16 @@ mod tests {
         let rt = costs.observed(10).round_trip;
         assert_eq!(costs.observed(10_000).round_trip, rt, "shared");
         assert!((rt - 0.05).abs() < 1e-9, "{rt}");
-        // 1000 rows in one round trip and 30 ms of work: 30 µs a row, the
-        // guess replaced at once.
+        // One first write, slow (a cold connection), does not replace the
+        // guess; then 1000 rows in one round trip and 30 ms of work, four
+        // times: 30 µs a row.
         let per_row = |ms| Duration::from_secs_f64(0.05 + ms / 1e3);
-        costs.observe_rows(Cost::InsertRow, 1000, per_row(30.0));
         let row = |costs: &Costs| costs.observed(1000).insert_row;
+        costs.observe_rows(Cost::InsertRow, 1000, per_row(100.0));
+        assert_eq!(row(&costs), Observed::default().insert_row);
+        for _ in 0..4 {
+            costs.observe_rows(Cost::InsertRow, 1000, per_row(30.0));
+        }
         assert!((row(&costs) - 30e-6).abs() < 1e-9, "{}", row(&costs));
         assert_eq!(
             costs.observed(999).insert_row,
@@ -267,14 +302,16 @@ mod tests {
             "with another write at once"
         );
         assert_eq!(costs.observed(100).copy_row, Observed::default().copy_row);
-        costs.observe(Cost::ReadBackRow, 100, Duration::from_millis(1));
+        for _ in 0..GUESSED + 1 {
+            costs.observe(Cost::ReadBackRow, 100, Duration::from_millis(1));
+        }
         let read_back = costs.observed(100).read_back_row;
         assert!(
             read_back > Observed::default().read_back_row,
             "learned under load"
         );
         drop(other);
-        for _ in 0..2 {
+        for _ in 0..GUESSED + 1 {
             costs.observe(Cost::RoundTrip, 0, Duration::from_secs(1));
         }
         assert!(costs.observed(10).round_trip > rt, "alone again");

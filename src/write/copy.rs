@@ -12,7 +12,7 @@
 //! for the server to accept it (`copy_in_pipelined`, vendor/README.md). Warm
 //! and without an Idempotency-Key, a request whose keys need no defaults
 //! query costs one round trip: BEGIN, the COPY with its rows, the check that
-//! every row was written (`featurepipe.check_copied`) and COMMIT in one
+//! every row was written (`CHECK_COPIED`) and COMMIT in one
 //! flight. A failed check fails the transaction, so that COMMIT rolls back.
 
 use bytes::Bytes;
@@ -336,7 +336,8 @@ impl From<Error> for CopyFailed {
 
 /// Errors that refuse a COPY where an INSERT may succeed: "COPY FROM not
 /// supported with row-level security" (0A000), and no right to `nextval`
-/// or to the check functions (42501), which an INSERT does not need.
+/// or to the checks' schema and functions (42501), which an INSERT does
+/// not need.
 fn copy_refused(e: &PgError) -> bool {
     e.code().is_some_and(|c| {
         *c == SqlState::FEATURE_NOT_SUPPORTED || *c == SqlState::INSUFFICIENT_PRIVILEGE
@@ -394,7 +395,7 @@ pub struct Copying<'a> {
     /// The defaults query drawing keys ([`KeySource::Drawn`]), prepared.
     draw: Option<(Statement, DrawQuery)>,
     /// What follows the rows: `featurepipe.copied_keys` for keys COPY
-    /// draws, else `featurepipe.check_copied`.
+    /// draws, else `CHECK_COPIED`.
     check_statement: Statement,
     /// Where the transaction's count of rows inserted starts, for the checks.
     begins_statement: Statement,

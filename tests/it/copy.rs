@@ -350,6 +350,13 @@ async fn without_statistics_counters_a_copy_still_counts_its_rows() {
          current_database()); END $$"
     ))
     .await;
+    let pooled = crate::support::connect(&app.db.url).await;
+    let counting = pooled.query_one("SHOW track_counts", &[]).await.unwrap();
+    assert_eq!(
+        counting.get::<_, String>(0),
+        "off",
+        "as the service's connections"
+    );
     for table in ["parts", "drawn"] {
         let r = app.post(table, &numbered(500)).await;
         assert_eq!(r.status, 201, "{r:?}");
