@@ -89,10 +89,13 @@ impl Window {
         self.next = (self.next + 1) % WINDOW;
     }
 
-    /// The median (the lower of the middle two).
+    /// The median (the lower of the middle two), sorted on the stack: it
+    /// is asked for on every write.
     fn median(&self) -> f64 {
-        let mut sorted = self.seen.clone();
-        sorted.sort_by(f64::total_cmp);
+        let mut sorted = [0.0; WINDOW];
+        let sorted = &mut sorted[..self.seen.len()];
+        sorted.copy_from_slice(&self.seen);
+        sorted.sort_unstable_by(f64::total_cmp);
         sorted[(sorted.len() - 1) / 2]
     }
 }
@@ -194,9 +197,14 @@ impl Costs {
         Writing(self.clone())
     }
 
+    /// What was observed, even if a writer panicked holding it.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Learned> {
+        self.learned.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The costs now, for a write of `rows` rows.
     pub fn observed(&self, rows: usize) -> Observed {
-        let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut learned = self.lock();
         let round_trip = learned.round_trip.median();
         let class = learned.class(rows);
         Observed {
@@ -217,7 +225,7 @@ impl Costs {
             return;
         }
         let took = took.as_secs_f64();
-        let mut learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut learned = self.lock();
         let window = match cost {
             Cost::RoundTrip => &mut learned.round_trip,
             Cost::InsertRow => &mut learned.class(rows).insert_row,
@@ -233,7 +241,7 @@ impl Costs {
         if rows < MIN_ROWS {
             return;
         }
-        let round_trip = self.observed(rows).round_trip;
+        let round_trip = self.lock().round_trip.median();
         let work = (took.as_secs_f64() - round_trip).max(0.0);
         self.observe(cost, rows, Duration::from_secs_f64(work / rows as f64));
     }
