@@ -65,7 +65,7 @@ for strategy in insert copy; do
                 --data-binary @"$body" "http://$listen/collections/$table/items"
         done | median)
         rows=$(pg_psql "$port" -d feedbench -At -c "SELECT count(*) FROM $table")
-        logged=$(pg_psql "$port" -d feedbench -At -c "SELECT count(*) FROM featurepipe.changes")
+        logged=$(pg_psql "$port" -d feedbench -At -c "SELECT coalesce(sum(cardinality(coalesce(keys, ARRAY[key]))), 0) FROM featurepipe.changes")
         [ "$rows" = "$features" ] || { echo "wrote $rows rows, not $features" >&2; exit 1; }
         if [ "$table" = fed ] && [ "$logged" != "$features" ]; then echo "logged $logged changes" >&2; exit 1; fi
         echo "| featurepipe, $strategy | $table | $times | $(python3 -c "print(round($features / $times))") |"

@@ -42,6 +42,8 @@ pub enum ErrorKind {
     CursorExpired,
     /// The collection's change feed could not be installed (the log says why).
     FeedNotInstalled,
+    /// As many long polls as the service lets wait are waiting.
+    TooManyLongPolls,
     /// The database refused the work, for the reason given.
     Refused(Refusal),
     /// The database cannot take the request now (busy, unreachable).
@@ -72,6 +74,15 @@ pub enum Refusal {
     Fault,
 }
 
+/// Whether an SQLSTATE says the catalog is older than the tables.
+/// featurepipe names only the catalog's tables and columns, and types its
+/// parameters by it: one that is missing was dropped or renamed since the
+/// catalog was read (42P01, 42703), a value of the wrong type (42804) met a
+/// column retyped since; the next reload, asked for at once, puts it right.
+pub fn stale_catalog(sqlstate: &str) -> bool {
+    matches!(sqlstate, "42P01" | "42703" | "42804")
+}
+
 impl Refusal {
     /// The class of an SQLSTATE.
     pub fn of(sqlstate: &str) -> Refusal {
@@ -83,10 +94,7 @@ impl Refusal {
             "FP422" => Refusal::Unfit,
             "42501" => Refusal::NotPermitted,
             "40001" | "40P01" | "55P03" => Refusal::Busy,
-            // featurepipe names only the catalog's tables and columns: one that
-            // is missing was dropped or renamed since the catalog was read, and
-            // the next reload (a poll away at most) puts that right.
-            "42P01" | "42703" => Refusal::Busy,
+            c if stale_catalog(c) => Refusal::Busy,
             c if c.starts_with("23") || c.starts_with("22") || c == "P0001" => Refusal::Unfit,
             c if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => Refusal::Busy,
             _ => Refusal::Fault,
@@ -207,6 +215,7 @@ struct Inner {
     report: Option<serde_json::Value>,
     conflict: Option<Conflict>,
     current: Option<Current>,
+    stale: bool,
 }
 
 impl Error {
@@ -221,6 +230,7 @@ impl Error {
             report: None,
             conflict: None,
             current: None,
+            stale: false,
         }))
     }
 
@@ -287,24 +297,48 @@ impl Error {
                 err,
             );
         };
-        Self::new(
+        let mut error = Self::new(
             ErrorKind::Refused(Refusal::of(db.code().code())),
             format!("database error while {doing}: {}", db.message()),
         )
-        .with_conflict(Conflict::from_sqlstate(db.code().code()))
+        .with_conflict(Conflict::from_sqlstate(db.code().code()));
+        error.0.stale = stale_catalog(db.code().code());
+        error
+    }
+
+    /// A database error of a read that the caller's input did not shape
+    /// (a change feed's page): a data error there is the service's or the
+    /// database's fault (500), never a refused write; a busy or lost
+    /// database stays a 503, a role that may not read stays a 403.
+    pub fn reading(doing: &str, err: &tokio_postgres::Error) -> Self {
+        let mut error = Self::database(doing, err);
+        if let ErrorKind::Refused(refusal) = &mut error.0.kind {
+            if !matches!(refusal, Refusal::Busy | Refusal::NotPermitted) {
+                tracing::error!(error = %err, "database error while {doing}");
+                *refusal = Refusal::Fault;
+            }
+        }
+        error
     }
 
     /// A write the database refused (`refusal`), `errors` (its cause first)
     /// saying why; marked when the cause is a conflict that running it
     /// again may resolve.
     pub fn refused(refusal: Refusal, detail: String, errors: Vec<FieldError>) -> Self {
-        let conflict = errors
-            .first()
-            .and_then(|cause| cause.sqlstate.as_deref())
-            .and_then(Conflict::from_sqlstate);
-        Self::new(ErrorKind::Refused(refusal), detail)
+        let cause = errors.first().and_then(|cause| cause.sqlstate.as_deref());
+        let conflict = cause.and_then(Conflict::from_sqlstate);
+        let stale = cause.is_some_and(stale_catalog);
+        let mut error = Self::new(ErrorKind::Refused(refusal), detail)
             .with_errors(errors)
-            .with_conflict(conflict)
+            .with_conflict(conflict);
+        error.0.stale = stale;
+        error
+    }
+
+    /// Whether the database said the catalog is older than the tables
+    /// ([`stale_catalog`]): it is to be read again now.
+    pub fn stale_catalog(&self) -> bool {
+        self.0.stale
     }
 
     /// What kind of error it is.
@@ -451,6 +485,7 @@ mod tests {
         assert_eq!(Refusal::of("40P01"), Refusal::Busy);
         assert_eq!(Refusal::of("08006"), Refusal::Busy);
         assert_eq!(Refusal::of("42703"), Refusal::Busy);
+        assert_eq!(Refusal::of("42804"), Refusal::Busy);
         assert_eq!(Refusal::of("XX000"), Refusal::Fault);
     }
 

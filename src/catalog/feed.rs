@@ -34,13 +34,36 @@ pub enum ChangeFeed {
 /// The channel the triggers notify, with the table's oid as the payload.
 pub const CHANNEL: &str = "featurepipe_changes";
 
-/// The trigger that logs each row's changes.
-const ROW_TRIGGER: &str = "featurepipe_changes";
+/// The triggers that log each statement's changed keys, by event, with
+/// the transition tables each names.
+const STATEMENT_TRIGGERS: [(&str, &str, &str); 3] = [
+    (
+        "featurepipe_changes_insert",
+        "INSERT",
+        "REFERENCING NEW TABLE AS new_rows",
+    ),
+    (
+        "featurepipe_changes_update",
+        "UPDATE",
+        "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    ),
+    (
+        "featurepipe_changes_delete",
+        "DELETE",
+        "REFERENCING OLD TABLE AS old_rows",
+    ),
+];
 /// The trigger that starts a new epoch when the table is truncated.
 const TRUNCATE_TRIGGER: &str = "featurepipe_changes_truncate";
+/// The row trigger of version 1, dropped when version 2 is installed.
+const OLD_ROW_TRIGGER: &str = "featurepipe_changes";
 
 /// The version of what is installed; a new one is installed over the old.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+
+/// Most keys in one log entry: a page reads only the entries it needs,
+/// and an entry is read whole.
+const KEYS_PER_ENTRY: u32 = 1000;
 
 /// How long installing waits for a table's writers (`CREATE TRIGGER` waits
 /// for every transaction that wrote it to end): a table busy longer is
@@ -79,15 +102,25 @@ SELECT c.oid::int8 AS relid,
        (SELECT pg_get_userbyid(l.relowner)::text FROM pg_class l
          WHERE l.oid = 'featurepipe.changes'::regclass) AS log_owner,
        obj_description(f.oid, 'pg_proc') AS function_comment,
-       EXISTS (SELECT FROM pg_trigger t
-                WHERE t.tgrelid = c.oid AND t.tgname = 'featurepipe_changes'
-                  AND t.tgfoid = f.oid AND t.tgenabled <> 'D'
-                  AND t.tgtype = 29)  -- ROW, AFTER, INSERT, DELETE, UPDATE
-       AND EXISTS (SELECT FROM pg_trigger t
-                WHERE t.tgrelid = c.oid AND t.tgname = 'featurepipe_changes_truncate'
-                  AND t.tgfoid = 'featurepipe.changes_truncated()'::regprocedure
-                  AND t.tgenabled <> 'D'
-                  AND t.tgtype = 32)  -- STATEMENT, AFTER, TRUNCATE
+       -- A write straight into a partition fires only the partition's
+       -- statement triggers: each has its own.
+       ARRAY(SELECT format('%I.%I', pn.nspname, pc.relname)
+               FROM pg_partition_tree(c.oid) AS pt
+               JOIN pg_class pc ON pc.oid = pt.relid
+               JOIN pg_namespace pn ON pn.oid = pc.relnamespace
+              WHERE pt.relid <> c.oid
+              ORDER BY pt.level, pc.relname) AS partitions,
+       -- Every trigger, on the table and each partition, fires for ordinary
+       -- writes (enabled: O or A; one enabled for replicas only does not).
+       NOT EXISTS (
+           SELECT FROM (SELECT c.oid AS relid UNION SELECT relid FROM pg_partition_tree(c.oid)) AS r
+            WHERE (SELECT count(*) FROM pg_trigger t
+                    WHERE t.tgrelid = r.relid AND t.tgfoid = f.oid AND t.tgenabled IN ('O', 'A')
+                      AND (t.tgname, t.tgtype, t.tgoldtable, t.tgnewtable) IN (
+                          ('featurepipe_changes_insert', 4, NULL, 'new_rows'),
+                          ('featurepipe_changes_update', 16, 'old_rows', 'new_rows'),
+                          ('featurepipe_changes_delete', 8, 'old_rows', NULL),
+                          ('featurepipe_changes_truncate', 32, NULL, NULL))) <> 4)
        AND EXISTS (SELECT FROM featurepipe.change_feeds r WHERE r.relid = c.oid)
          AS triggers
   FROM pg_class c
@@ -100,31 +133,79 @@ fn function_name(relid: u32) -> String {
     format!("featurepipe.{}", quote_ident(&format!("changes_{relid}")))
 }
 
-/// The comment that says which version of the function is installed, for which key.
-fn function_comment(key: &str) -> String {
-    format!("featurepipe change feed v{VERSION}, key {key}")
+/// The comment that says which version of the function is installed, for
+/// which key and key type (the settings it fixes depend on the type).
+fn function_comment(key: &str, key_type: &str) -> String {
+    format!("featurepipe change feed v{VERSION}, key {key} {key_type}")
 }
 
-/// The trigger function logging the changes of table `relid` keyed by
-/// column `key`: its old key on UPDATE and DELETE, its new key on INSERT and
-/// on an UPDATE that changes it; then a notification (one per transaction:
-/// PostgreSQL folds equal ones). SECURITY DEFINER: whoever writes the table
-/// logs, and nobody can write the log directly.
-fn function_sql(relid: u32, key: &str) -> String {
+/// The settings a key of type `key_type` is written as text in, that any
+/// session reads back as the same value: none for the types whose text
+/// depends on no setting (the most common keys, and the cheapest, since
+/// each setting costs a trigger call a save and a restore).
+fn key_settings(key_type: &str) -> &'static str {
+    match key_type {
+        "smallint" | "integer" | "bigint" | "text" | "character varying" | "character" | "uuid"
+        | "numeric" | "boolean" => "",
+        _ => {
+            "SET DateStyle = 'ISO, YMD' SET TimeZone = 'UTC' SET IntervalStyle = 'postgres' \
+             SET extra_float_digits = 3 SET bytea_output = 'hex'"
+        }
+    }
+}
+
+/// The trigger function of every trigger of the feed of table `relid`
+/// keyed by column `key`, on the table and on each of its partitions.
+///
+/// After each statement it logs the keys the statement changed, in one
+/// `INSERT ... SELECT` from the transition tables: the new keys of an
+/// INSERT, the old of a DELETE, the old and new of an UPDATE (both, when
+/// it changed a key); then a notification (one per transaction: PostgreSQL
+/// folds equal ones). A TRUNCATE starts a new epoch instead.
+///
+/// - SECURITY DEFINER: whoever writes the table logs, and nobody can write
+///   the log directly. EXECUTE is the owner's alone (CREATE TRIGGER needs
+///   it), and the function refuses to log for any other table.
+/// - The keys are written as text in fixed settings, not the writer's, so
+///   that the reader casts them back to the same values: a date in
+///   `DateStyle = 'SQL, DMY'`, or a `timestamptz` in another TimeZone,
+///   read otherwise.
+fn function_sql(relid: u32, key: &str, key_type: &str) -> String {
     let k = quote_ident(key);
+    let keys_of = |rows: &str| {
+        format!(
+            "INSERT INTO featurepipe.changes (relid, keys)
+        SELECT {relid}, array_agg(c.k) FROM (
+            SELECT k, (row_number() OVER () - 1) / {KEYS_PER_ENTRY} AS part FROM ({rows}) AS r(k)
+        ) AS c GROUP BY c.part;"
+        )
+    };
     let body = format!(
         "BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO featurepipe.changes (relid, key) VALUES ({relid}, NEW.{k}::text);
-    ELSE
-        INSERT INTO featurepipe.changes (relid, key) VALUES ({relid}, OLD.{k}::text);
-        IF TG_OP = 'UPDATE' AND NEW.{k} IS DISTINCT FROM OLD.{k} THEN
-            INSERT INTO featurepipe.changes (relid, key) VALUES ({relid}, NEW.{k}::text);
-        END IF;
+    IF TG_RELID <> {relid}
+       AND NOT EXISTS (SELECT FROM pg_partition_ancestors(TG_RELID) AS a WHERE a.relid = {relid}::oid) THEN
+        RAISE EXCEPTION 'featurepipe: the change feed of % logs only its own table, not %',
+            {relid}::oid::regclass, TG_RELID::regclass USING ERRCODE = '42501';
     END IF;
-    PERFORM pg_notify('{CHANNEL}', '{relid}');
+    IF TG_OP = 'TRUNCATE' THEN
+        UPDATE featurepipe.change_feeds SET epoch = epoch + 1 WHERE relid = {relid};
+    ELSIF TG_OP = 'INSERT' THEN
+        {insert}
+    ELSIF TG_OP = 'DELETE' THEN
+        {delete}
+    ELSE
+        {update}
+    END IF;
+    IF TG_OP = 'TRUNCATE' OR FOUND THEN
+        PERFORM pg_notify('{CHANNEL}', '{relid}');
+    END IF;
     RETURN NULL;
-END"
+END",
+        insert = keys_of(&format!("SELECT n.{k}::text FROM new_rows AS n")),
+        delete = keys_of(&format!("SELECT o.{k}::text FROM old_rows AS o")),
+        update = keys_of(&format!(
+            "SELECT o.{k}::text FROM old_rows AS o UNION SELECT n.{k}::text FROM new_rows AS n"
+        )),
     );
     // A dollar quote that the body (a column name, at worst) does not contain.
     let quote = (0..)
@@ -133,26 +214,43 @@ END"
         .expect("some quote is free");
     format!(
         "CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql \
-         SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS {quote}{body}{quote};
+         SECURITY DEFINER SET search_path = pg_catalog, pg_temp {settings} \
+         AS {quote}{body}{quote};
+         REVOKE EXECUTE ON FUNCTION {name}() FROM PUBLIC;
          COMMENT ON FUNCTION {name}() IS {comment}",
         name = function_name(relid),
-        comment = quote_literal(&function_comment(key)),
+        settings = key_settings(key_type),
+        comment = quote_literal(&function_comment(key, key_type)),
     )
 }
 
-/// The triggers on `table` (new: a new epoch of its feed begins).
-fn triggers_sql(relid: u32, table: &str) -> String {
-    format!(
-        "DROP TRIGGER IF EXISTS {ROW_TRIGGER} ON {table};
-         DROP TRIGGER IF EXISTS {TRUNCATE_TRIGGER} ON {table};
-         CREATE TRIGGER {ROW_TRIGGER} AFTER INSERT OR UPDATE OR DELETE ON {table}
-             FOR EACH ROW EXECUTE FUNCTION {function}();
-         CREATE TRIGGER {TRUNCATE_TRIGGER} AFTER TRUNCATE ON {table}
-             FOR EACH STATEMENT EXECUTE FUNCTION featurepipe.changes_truncated('{relid}');
-         INSERT INTO featurepipe.change_feeds (relid) VALUES ({relid})
-             ON CONFLICT (relid) DO UPDATE SET epoch = change_feeds.epoch + 1",
-        function = function_name(relid),
-    )
+/// The triggers on `table` and its `partitions` (new: a new epoch of its
+/// feed begins). The table's first: dropping its row trigger of version 1
+/// drops the partitions' clones of it.
+fn triggers_sql(relid: u32, table: &str, partitions: &[String]) -> String {
+    let function = function_name(relid);
+    let mut sql = String::new();
+    for rel in std::iter::once(table).chain(partitions.iter().map(String::as_str)) {
+        let names = STATEMENT_TRIGGERS.iter().map(|(name, _, _)| *name);
+        for name in names.chain([TRUNCATE_TRIGGER, OLD_ROW_TRIGGER]) {
+            sql += &format!("DROP TRIGGER IF EXISTS {name} ON {rel};\n");
+        }
+        for (name, event, transitions) in STATEMENT_TRIGGERS {
+            sql += &format!(
+                "CREATE TRIGGER {name} AFTER {event} ON {rel} {transitions} \
+                 FOR EACH STATEMENT EXECUTE FUNCTION {function}();\n"
+            );
+        }
+        sql += &format!(
+            "CREATE TRIGGER {TRUNCATE_TRIGGER} AFTER TRUNCATE ON {rel} \
+             FOR EACH STATEMENT EXECUTE FUNCTION {function}();\n"
+        );
+    }
+    sql += &format!(
+        "INSERT INTO featurepipe.change_feeds (relid) VALUES ({relid})
+             ON CONFLICT (relid) DO UPDATE SET epoch = change_feeds.epoch + 1"
+    );
+    sql
 }
 
 /// A string literal of `text`.
@@ -169,13 +267,17 @@ struct Status {
     log_writable: bool,
     log_owner: String,
     function_current: bool,
+    /// The table's partitions, schema-qualified and quoted.
+    partitions: Vec<String>,
     triggers: bool,
 }
 
+/// What is installed for the feed of `coll`, keyed by the column `key`
+/// (its name and type).
 async fn status(
     client: &impl GenericClient,
     coll: &Collection,
-    key: &str,
+    (key, key_type): (&str, &str),
 ) -> Result<Status, tokio_postgres::Error> {
     let row = client
         .query_typed_one(STATUS, &[(&coll.qualified_name(), Type::TEXT)])
@@ -190,7 +292,8 @@ async fn status(
         role: row.get("role"),
         log_writable: row.get("log_writable"),
         log_owner: row.get("log_owner"),
-        function_current: comment.as_deref() == Some(function_comment(key).as_str()),
+        function_current: comment.as_deref() == Some(function_comment(key, key_type).as_str()),
+        partitions: row.get("partitions"),
         triggers: row.get("triggers"),
     })
 }
@@ -215,13 +318,15 @@ impl Catalog {
                 continue;
             }
             let pk = coll.primary_key.expect("checked with the settings");
-            let key = coll.columns[pk].name.clone();
-            let found = status(client, coll, &key).await.map_err(failed)?;
+            let column = &coll.columns[pk];
+            let key = (column.name.clone(), column.exact_type_sql.clone());
+            let key = (key.0.as_str(), key.1.as_str());
+            let found = status(client, coll, key).await.map_err(failed)?;
             let relid = found.relid;
             let feed = if found.function_current && found.triggers {
                 ChangeFeed::On { relid }
             } else {
-                match install(client, coll, &key, &found).await.map_err(failed)? {
+                match install(client, coll, key, &found).await.map_err(failed)? {
                     Ok(()) => {
                         installing.made = true;
                         ChangeFeed::On { relid }
@@ -250,7 +355,7 @@ impl Catalog {
 async fn install(
     client: &impl GenericClient,
     coll: &Collection,
-    key: &str,
+    (key, key_type): (&str, &str),
     found: &Status,
 ) -> Result<Result<(), Unmade>, tokio_postgres::Error> {
     let table = coll.qualified_name();
@@ -270,7 +375,7 @@ async fn install(
         ))));
     }
     let function = (
-        function_sql(found.relid, key),
+        function_sql(found.relid, key, key_type),
         "create its trigger function in the schema featurepipe",
         format!("GRANT CREATE ON SCHEMA featurepipe TO {role}"),
         &found.schema_owner,
@@ -278,9 +383,16 @@ async fn install(
     // New triggers with a new function too: a function replaced for a
     // renamed key failed every write since, and logged nothing.
     let triggers = (
-        triggers_sql(found.relid, &table),
+        triggers_sql(found.relid, &table, &found.partitions),
         "create triggers on the table",
-        format!("GRANT TRIGGER ON {table} TO {role}"),
+        format!(
+            "GRANT TRIGGER ON {} TO {role}",
+            std::iter::once(&table)
+                .chain(&found.partitions)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         &found.table_owner,
     );
     let steps = (!found.function_current).then_some(function);
@@ -337,9 +449,16 @@ mod tests {
 
     #[test]
     fn the_function_body_is_quoted_past_any_column_name() {
-        let sql = function_sql(42, "odd$featurepipe0$name");
+        let sql = function_sql(42, "odd$featurepipe0$name", "integer");
         assert!(sql.contains("AS $featurepipe1$BEGIN"), "{sql}");
-        assert!(sql.contains("NEW.\"odd$featurepipe0$name\"::text"), "{sql}");
-        assert!(sql.contains("'featurepipe change feed v1, key odd$featurepipe0$name'"));
+        assert!(sql.contains("n.\"odd$featurepipe0$name\"::text"), "{sql}");
+        assert!(sql.contains("'featurepipe change feed v2, key odd$featurepipe0$name integer'"));
+        assert!(!sql.contains("DateStyle"), "{sql}");
+        let dated = function_sql(42, "day", "date");
+        assert!(
+            dated.contains("SET DateStyle = 'ISO, YMD' SET TimeZone = 'UTC'"),
+            "{dated}"
+        );
+        assert!(sql.contains("REVOKE EXECUTE ON FUNCTION featurepipe.\"changes_42\"() FROM PUBLIC"));
     }
 }

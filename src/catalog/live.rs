@@ -25,6 +25,11 @@ use crate::db::{Database, DbError, StartupError};
 /// The channel whose notifications reload the catalog at once.
 pub const RELOAD_CHANNEL: &str = "featurepipe_reload";
 
+/// The least time between two reloads that were asked for: any role may
+/// `NOTIFY featurepipe_reload`, and a burst of them is one reload (the
+/// asks that come meanwhile are folded into the next).
+pub const RELOAD_AT_MOST_EVERY: Duration = Duration::from_secs(1);
+
 /// How the catalog follows the database.
 pub struct Follow {
     /// The database, with SQL run as the service's own role.
@@ -217,11 +222,19 @@ impl Follower {
                 ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
                 ticks
             });
+            let mut last_asked: Option<tokio::time::Instant> = None;
             loop {
                 let asked = tokio::select! {
                     () = self.shared.reload_now.notified() => true,
                     () = tick(&mut ticks) => false,
                 };
+                if asked {
+                    // Notify keeps one permit: asks during the wait are this reload.
+                    if let Some(last) = last_asked {
+                        tokio::time::sleep_until(last + RELOAD_AT_MOST_EVERY).await;
+                    }
+                    last_asked = Some(tokio::time::Instant::now());
+                }
                 if asked || self.definitions_changed().await {
                     self.reload().await;
                 }

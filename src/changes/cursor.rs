@@ -1,8 +1,9 @@
 //! A cursor: a position in one collection's change feed, given to clients
 //! as opaque text (base64url of a versioned, checked structure).
 //!
-//! The position is a transaction id and a sequence number: the feed has
-//! delivered every logged change at or before `(tx, seq)` in that order.
+//! The position is a transaction id, a log entry's sequence number and a
+//! key's place in that entry: the feed has delivered every logged change
+//! at or before `(tx, seq, at)` in that order.
 //! A cursor also names its collection (the id's hash and the table's oid)
 //! and the feed's epoch, so that it is refused for another collection
 //! (400), and for a table made again or a feed installed again (410).
@@ -14,9 +15,12 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, ErrorKind};
 
 /// The layout of this version of cursors.
-const VERSION: u8 = 1;
-/// version, collection hash, relid, epoch, tx, seq.
-const PAYLOAD: usize = 1 + 4 + 4 + 4 + 8 + 8;
+const VERSION: u8 = 2;
+/// Version 1 had no `at`: its entries held one key each.
+const VERSION_1: u8 = 1;
+/// version, collection hash, relid, epoch, tx, seq (, at).
+const PAYLOAD_1: usize = 1 + 4 + 4 + 4 + 8 + 8;
+const PAYLOAD: usize = PAYLOAD_1 + 4;
 /// The check that follows the payload.
 const CHECK: usize = 4;
 
@@ -31,8 +35,11 @@ pub struct Cursor {
     pub epoch: i32,
     /// The transaction of the last change delivered (or the horizon).
     pub tx: u64,
-    /// The sequence number of that change (0: before any of `tx`).
+    /// The sequence number of that change's entry (0: before any of `tx`).
     pub seq: i64,
+    /// The place of the last key delivered in that entry, from 1 (0:
+    /// before any of its keys).
+    pub at: i32,
 }
 
 /// The hash a cursor names collection `id` by.
@@ -59,6 +66,7 @@ impl Cursor {
         bytes.extend(self.epoch.to_be_bytes());
         bytes.extend(self.tx.to_be_bytes());
         bytes.extend(self.seq.to_be_bytes());
+        bytes.extend(self.at.to_be_bytes());
         let check = check(&bytes);
         bytes.extend(check);
         URL_SAFE_NO_PAD.encode(bytes)
@@ -77,14 +85,18 @@ impl Cursor {
         let bytes = URL_SAFE_NO_PAD
             .decode(text)
             .map_err(|_| not_one("not base64url"))?;
-        if bytes.len() != PAYLOAD + CHECK {
+        let size = match bytes.first() {
+            Some(&VERSION_1) => PAYLOAD_1,
+            _ => PAYLOAD,
+        };
+        if bytes.len() != size + CHECK {
             return Err(not_one("wrong length"));
         }
-        let (payload, given) = bytes.split_at(PAYLOAD);
+        let (payload, given) = bytes.split_at(size);
         if given != check(payload) {
             return Err(not_one("its check does not match"));
         }
-        if payload[0] != VERSION {
+        if payload[0] != VERSION && payload[0] != VERSION_1 {
             return Err(not_one("unknown version"));
         }
         let word = |at: usize| <[u8; 4]>::try_from(&payload[at..at + 4]).expect("4 bytes");
@@ -95,6 +107,11 @@ impl Cursor {
             epoch: i32::from_be_bytes(word(9)),
             tx: u64::from_be_bytes(long(13)),
             seq: i64::from_be_bytes(long(21)),
+            // A version 1 position is past the whole of its entry.
+            at: match size {
+                PAYLOAD_1 => i32::MAX,
+                _ => i32::from_be_bytes(word(29)),
+            },
         })
     }
 }
@@ -110,6 +127,7 @@ mod tests {
             epoch: 2,
             tx: 1 << 40,
             seq: 77,
+            at: 5,
         }
     }
 
@@ -120,6 +138,26 @@ mod tests {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
         assert_eq!(Cursor::decode(&text).unwrap(), cursor());
+    }
+
+    #[test]
+    fn a_version_1_cursor_is_past_its_whole_entry() {
+        let mut bytes = vec![VERSION_1];
+        bytes.extend(collection_hash("places").to_be_bytes());
+        bytes.extend(16_384u32.to_be_bytes());
+        bytes.extend(2i32.to_be_bytes());
+        bytes.extend((1u64 << 40).to_be_bytes());
+        bytes.extend(77i64.to_be_bytes());
+        let check = check(&bytes);
+        bytes.extend(check);
+        let old = Cursor::decode(&URL_SAFE_NO_PAD.encode(bytes)).unwrap();
+        assert_eq!(
+            old,
+            Cursor {
+                at: i32::MAX,
+                ..cursor()
+            }
+        );
     }
 
     #[test]

@@ -5,12 +5,15 @@
 //! prunes it. docs/offline-sync.md explains why the cursor is safe.
 
 pub mod cursor;
+mod horizon;
 mod page;
 pub mod prune;
 pub mod wakeups;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
@@ -18,8 +21,9 @@ use crate::catalog::{ChangeFeed, Collection};
 use crate::db::Database;
 use crate::error::{Error, ErrorKind};
 use crate::geometry::Crs;
-use crate::read::StoredFeature;
+use crate::read::{Encoding, StoredFeature};
 pub use cursor::Cursor;
+use horizon::HorizonWatch;
 pub use page::check_cursor;
 use wakeups::{Wakeups, RECHECK};
 
@@ -29,8 +33,8 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// One feature that changed: as it is now, or gone.
 #[derive(Debug)]
 pub struct Change {
-    /// Its key, as text.
-    pub key: String,
+    /// Its id, as JSON, as items answer it (a number for integer keys).
+    pub id: String,
     /// The feature now; `None` when it is deleted (or the caller's role may
     /// not see it any more).
     pub feature: Option<StoredFeature>,
@@ -47,10 +51,18 @@ pub struct Page {
     pub more: bool,
 }
 
+/// The most long polls that wait at once: past it, a long poll is a 503
+/// (each holds a request open, and the wake-up of all of them at once
+/// reads the database once each).
+pub const MAX_LONG_POLLS: usize = 4096;
+
 /// What the service keeps running for its change feeds: the wake-ups of
-/// long polls, and the pruning of the log.
+/// long polls, one watcher of the horizon for those held back, and the
+/// pruning of the log.
 pub struct Feeds {
     wakeups: Wakeups,
+    horizon: HorizonWatch,
+    long_polls: Arc<Semaphore>,
     _pruning: Option<AbortOnDropHandle<()>>,
 }
 
@@ -60,6 +72,8 @@ impl Feeds {
     pub async fn start(db: &Database, any: bool, listen: bool, retention: Duration) -> Feeds {
         Feeds {
             wakeups: Wakeups::start(db, any && listen).await,
+            horizon: HorizonWatch::start(db),
+            long_polls: Arc::new(Semaphore::new(MAX_LONG_POLLS)),
             _pruning: any.then(|| prune::every_interval(db.clone(), retention)),
         }
     }
@@ -69,6 +83,11 @@ impl Feeds {
     /// How many requests wait for changes now (long polls, or reads about to).
     pub fn waiting(&self) -> usize {
         self.wakeups.waiting()
+    }
+
+    /// How many long polls wait now, found no change and hold a place.
+    pub fn long_polls(&self) -> usize {
+        MAX_LONG_POLLS - self.long_polls.available_permits()
     }
 }
 
@@ -110,6 +129,8 @@ pub struct Follow<'a> {
     pub limit: i64,
     /// The CRS of the features' geometries.
     pub crs: &'a Crs,
+    /// GeoJSON or JSON-FG features.
+    pub encoding: Encoding,
 }
 
 /// The changes after `follow.cursor`; when there are none yet, wait up to
@@ -124,23 +145,41 @@ pub async fn changes(
     check_cursor(&follow.cursor, follow.coll, relid)?;
     let deadline = Instant::now() + wait.min(MAX_WAIT);
     let mut cursor = follow.cursor;
+    let mut waiting = None;
     loop {
         // Before reading: a commit from now on wakes this waiter.
         let mut wakeup = feeds.wakeups.subscribe(relid);
-        let work = (follow.coll, relid);
-        let (page, held_back) = page::since(db, work, cursor, follow.limit, follow.crs).await?;
+        let (page, held_back) = page::since(db, follow, relid, cursor).await?;
         if !page.changes.is_empty() || Instant::now() >= deadline {
             return Ok(page);
         }
+        if waiting.is_none() {
+            waiting = Some(feeds.long_polls.clone().try_acquire_owned().map_err(|_| {
+                Error::new(
+                    ErrorKind::TooManyLongPolls,
+                    format!(
+                        "{MAX_LONG_POLLS} long polls wait already: ask again later, or without wait"
+                    ),
+                )
+            })?);
+        }
         cursor = page.cursor;
+        // Without LISTEN no notification comes: look again soon.
+        let recheck = match wakeup.listening() {
+            true => deadline,
+            false => Instant::now() + RECHECK,
+        };
         // Held back changes come out when an older transaction ends, which
-        // notifies nobody: look again soon.
-        let recheck = match held_back || !wakeup.listening() {
-            true => Instant::now() + RECHECK,
-            false => deadline,
+        // notifies nobody: the horizon's watcher says when.
+        let released = async {
+            match held_back {
+                Some(tx) => feeds.horizon.past(tx).await,
+                None => std::future::pending().await,
+            }
         };
         tokio::select! {
             () = wakeup.changed() => {}
+            () = released => {}
             () = tokio::time::sleep_until(recheck.min(deadline)) => {}
         }
     }

@@ -5,8 +5,10 @@
 
 use tokio_postgres::Row;
 
+use tokio_postgres::types::ToSql;
+
 use super::cursor::{collection_hash, Cursor};
-use super::{Change, Page};
+use super::{Change, Follow, Page};
 use crate::catalog::Collection;
 use crate::db::statement::prepare;
 use crate::db::Database;
@@ -36,54 +38,70 @@ fn now_sql(coll: &Collection) -> String {
     )
 }
 
-/// One page: `$1` the table's oid, `$2, $3` the cursor's position, `$4`
-/// the limit. The first columns describe the page (on every row, and on
-/// the one row of an empty page); then one row per changed feature, at the
-/// position of its last change in the page, with the feature as it is now
-/// (none: deleted, or hidden from the role by row-level security).
+/// One page: `$1` the table's oid, `$2, $3, $4` the cursor's position,
+/// `$5` the limit. The first columns describe the page (on every row, and
+/// on the one row of an empty page); then one row per changed feature, at
+/// the position of its last change in the page: its id as items answer it,
+/// and the feature as it is now (none: deleted, or hidden from the role by
+/// row-level security).
 ///
 /// Only changes of transactions below the horizon are read: those can no
-/// longer change, and any later one logs above it. `more`: the limit cut
-/// the page short; `held_back`: later changes are committed but wait for an
-/// older transaction still open.
-fn page_sql(coll: &Collection, crs: &Crs) -> String {
+/// longer change, and any later one logs above it. A log entry holds the
+/// keys of one statement: only the entries the page can reach are unnested
+/// (those with at most `$4 + $5` keys before them, `$4` of which the
+/// cursor may have delivered). `more`: the limit cut the page short;
+/// `held_back`: the first transaction whose changes are logged but not
+/// below the horizon (committed, or still open), if any.
+fn page_sql(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
     let pk = coll.primary_key.expect("feeds are of tables with a key");
-    // Compared in the key's type, so that its index serves.
-    let key = format!(
-        "{} = l.key::{}",
-        read_sql::col(coll, pk),
-        coll.columns[pk].exact_type_sql
-    );
+    // Cast once, and compared in the key's type, so that its index serves.
+    let key_type = &coll.columns[pk].exact_type_sql;
+    let key = format!("{} = l.k", read_sql::col(coll, pk));
     format!(
         "WITH horizon AS MATERIALIZED ({HORIZON}),
-         entries AS MATERIALIZED (
-             SELECT c.tx, c.seq, c.key FROM featurepipe.changes AS c
-              WHERE c.relid = $1::int8::oid AND (c.tx, c.seq) > ($2::text::xid8, $3::int8)
+         logged AS MATERIALIZED (
+             SELECT c.tx, c.seq, coalesce(c.keys, ARRAY[c.key]) AS keys
+               FROM featurepipe.changes AS c
+              WHERE c.relid = $1::int8::oid AND (c.tx, c.seq) >= ($2::text::xid8, $3::int8)
                 AND c.tx < (SELECT h FROM horizon)
-              ORDER BY c.tx, c.seq LIMIT $4::int8 + 1),
+              ORDER BY c.tx, c.seq LIMIT $5::int8 + 2),
+         counted AS (
+             SELECT l.tx, l.seq, l.keys,
+                    coalesce(sum(cardinality(l.keys)) OVER (ORDER BY l.tx, l.seq
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+               FROM logged AS l),
+         entries AS MATERIALIZED (
+             SELECT c.tx, c.seq, u.at::int4 AS at, u.key
+               FROM counted AS c, unnest(c.keys) WITH ORDINALITY AS u(key, at)
+              WHERE c.before <= $4::int8 + $5::int8
+                AND (c.tx, c.seq, u.at) > ($2::text::xid8, $3::int8, $4::int8)
+              ORDER BY c.tx, c.seq, u.at LIMIT $5::int8 + 1),
          page AS MATERIALIZED (
-             SELECT e.tx, e.seq, e.key FROM entries AS e ORDER BY e.tx, e.seq LIMIT $4::int8),
+             SELECT e.tx, e.seq, e.at, e.key FROM entries AS e
+              ORDER BY e.tx, e.seq, e.at LIMIT $5::int8),
          latest AS (
-             SELECT DISTINCT ON (p.key) p.key, p.tx, p.seq FROM page AS p
-              ORDER BY p.key, p.tx DESC, p.seq DESC),
+             SELECT DISTINCT ON (p.k) p.k, p.tx, p.seq, p.at
+               FROM (SELECT p.key::{key_type} AS k, p.tx, p.seq, p.at FROM page AS p) AS p
+              ORDER BY p.k, p.tx DESC, p.seq DESC, p.at DESC),
          meta AS (
              SELECT h.h, h.top, f.epoch, f.pruned_below,
-                    (SELECT count(*) FROM entries) > $4::int8 AS more,
-                    EXISTS (SELECT FROM featurepipe.changes AS c
-                             WHERE c.relid = $1::int8::oid AND c.tx >= h.h
-                               AND (c.tx, c.seq) > ($2::text::xid8, $3::int8)) AS held_back,
-                    last.tx AS last_tx, last.seq AS last_seq
+                    (SELECT count(*) FROM entries) > $5::int8 AS more,
+                    (SELECT min(c.tx) FROM featurepipe.changes AS c
+                      WHERE c.relid = $1::int8::oid AND c.tx >= h.h
+                        AND (c.tx, c.seq) > ($2::text::xid8, $3::int8))::text AS held_back,
+                    last.tx AS last_tx, last.seq AS last_seq, last.at AS last_at
                FROM horizon AS h
                LEFT JOIN featurepipe.change_feeds AS f ON f.relid = $1::int8::oid
-               LEFT JOIN (SELECT p.tx, p.seq FROM page AS p
-                           ORDER BY p.tx DESC, p.seq DESC LIMIT 1) AS last ON true)
+               LEFT JOIN (SELECT p.tx, p.seq, p.at FROM page AS p
+                           ORDER BY p.tx DESC, p.seq DESC, p.at DESC LIMIT 1) AS last ON true)
          SELECT m.h::text, m.top::text, m.epoch, m.pruned_below::text, m.more, m.held_back,
-                m.last_tx::text, m.last_seq, l.key, f.feature, f.etag, f.last_modified
+                m.last_tx::text, m.last_seq, m.last_at, to_json(l.k)::text,
+                f.feature, f.etag, f.last_modified
            FROM meta AS m
            LEFT JOIN (latest AS l LEFT JOIN LATERAL (
                  {select} WHERE {key}) AS f(feature, etag, last_modified) ON true) ON true
-          ORDER BY l.tx, l.seq",
-        select = read_sql::select_features(coll, crs, Encoding::GeoJson),
+          ORDER BY l.tx, l.seq, l.at",
+        select = read_sql::select_features(coll, crs, encoding),
     )
 }
 
@@ -111,18 +129,19 @@ pub async fn now(db: &Database, coll: &Collection, relid: u32) -> Result<Cursor,
     let client = db.connection().await?;
     let statement = prepare(&client, &now_sql(coll), db.naming())
         .await
-        .map_err(|e| Error::database("preparing the change feed's query", &e))?;
+        .map_err(|e| Error::reading("preparing the change feed's query", &e))?;
     crate::db::round_trips::round_trip();
     let row = statement
         .query_one(&client, &[&i64::from(relid)])
         .await
-        .map_err(|e| Error::database("reading the change feed", &e))?;
+        .map_err(|e| Error::reading("reading the change feed", &e))?;
     Ok(Cursor {
         collection: collection_hash(&coll.id),
         relid,
         epoch: epoch(&row, 1, coll)?,
         tx: xid(&row, 0).expect("a snapshot has a horizon"),
         seq: 0,
+        at: 0,
     })
 }
 
@@ -158,29 +177,34 @@ fn expired(coll: &Collection, why: &str) -> Error {
     )
 }
 
-/// The changes of `coll` (table `relid`) after `cursor`, at most `limit`
-/// log entries' worth; and whether later ones are held back by an older
-/// transaction still open.
+/// The changes of `follow.coll` (table `relid`) after `cursor`, at most
+/// `follow.limit` keys' worth; and the first transaction of those logged
+/// later but held back (an older transaction still open, or its own).
 pub async fn since(
     db: &Database,
-    (coll, relid): (&Collection, u32),
+    follow: Follow<'_>,
+    relid: u32,
     cursor: Cursor,
-    limit: i64,
-    crs: &Crs,
-) -> Result<(Page, bool), Error> {
+) -> Result<(Page, Option<u64>), Error> {
+    let coll = follow.coll;
     let client = db.connection().await?;
-    let statement = prepare(&client, &page_sql(coll, crs), db.naming())
+    let sql = page_sql(coll, follow.crs, follow.encoding);
+    let statement = prepare(&client, &sql, db.naming())
         .await
-        .map_err(|e| Error::database("preparing the change feed's query", &e))?;
+        .map_err(|e| Error::reading("preparing the change feed's query", &e))?;
     crate::db::round_trips::round_trip();
     let position = cursor.tx.to_string();
+    let params: [&(dyn ToSql + Sync); 5] = [
+        &i64::from(relid),
+        &position,
+        &cursor.seq,
+        &i64::from(cursor.at),
+        &follow.limit,
+    ];
     let rows = statement
-        .query(
-            &client,
-            &[&i64::from(relid), &position, &cursor.seq, &limit],
-        )
+        .query(&client, &params)
         .await
-        .map_err(|e| Error::database("reading the change feed", &e))?;
+        .map_err(|e| Error::reading("reading the change feed", &e))?;
     let meta = rows
         .first()
         .expect("the page's description is always a row");
@@ -205,24 +229,30 @@ pub async fn since(
         ));
     }
     let more: bool = meta.get(4);
-    let held_back: bool = meta.get(5);
+    let held_back = xid(meta, 5);
     // A page that is not cut short ends at the horizon: every change below
     // it is in this page or an earlier one.
-    let (tx, seq) = match (more, xid(meta, 6)) {
-        (true, Some(last)) => (last, meta.get(7)),
-        _ => (horizon, 0),
+    let (tx, seq, at) = match (more, xid(meta, 6)) {
+        (true, Some(last)) => (last, meta.get(7), meta.get(8)),
+        _ => (horizon, 0, 0),
     };
-    let next = Cursor { tx, seq, ..cursor }.max_position(cursor);
+    let next = Cursor {
+        tx,
+        seq,
+        at,
+        ..cursor
+    }
+    .max_position(cursor);
     let changes = rows
         .iter()
         .filter_map(|row| {
-            let key: String = row.get::<_, Option<String>>(8)?;
-            let feature = row.get::<_, Option<String>>(9).map(|json| StoredFeature {
+            let id: String = row.get::<_, Option<String>>(9)?;
+            let feature = row.get::<_, Option<String>>(10).map(|json| StoredFeature {
                 json,
-                etag: row.get(10),
-                last_modified: row.get(11),
+                etag: row.get(11),
+                last_modified: row.get(12),
             });
-            Some(Change { key, feature })
+            Some(Change { id, feature })
         })
         .collect();
     let page = Page {
@@ -236,7 +266,7 @@ pub async fn since(
 impl Cursor {
     /// The later of the two positions.
     fn max_position(self, other: Cursor) -> Cursor {
-        if (self.tx, self.seq) >= (other.tx, other.seq) {
+        if (self.tx, self.seq, self.at) >= (other.tx, other.seq, other.at) {
             self
         } else {
             other

@@ -17,8 +17,9 @@ use crate::db::Database;
 const EVERY_FEED: u32 = 0;
 
 /// How often a waiter looks again when no notification can come (no
-/// `LISTEN` connection) or none will (changes held back by an older open
-/// transaction, whose end notifies nobody).
+/// `LISTEN` connection). Changes held back by an older open transaction,
+/// whose end notifies nobody, are watched for all waiters at once
+/// (`horizon.rs`).
 pub const RECHECK: Duration = Duration::from_millis(500);
 
 /// The notifications of change feeds, for whoever waits.

@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "copy_checks",
         include_str!("../../migrations/0008_copy_checks.sql"),
     ),
+    (
+        9,
+        "feed_statements",
+        include_str!("../../migrations/0009_feed_statements.sql"),
+    ),
 ];
 
 /// The idempotency functions the service runs as its own role.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::State;
 use axum::http::{Method, Uri};
 use axum::routing::get;
 use axum::Router;
@@ -9,7 +10,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use super::cors::{self, Cors};
 use super::encoding;
-use super::problem::{ApiError, Wrong};
+use super::problem::{ApiError, StaleCatalog, Wrong};
 use crate::auth::{Auth, Caller, JwtKeys};
 use crate::catalog::live::{Follow, LiveCatalog, Observer, Reload};
 use crate::catalog::settings::Settings;
@@ -245,9 +246,26 @@ pub fn router(state: AppState) -> Router {
         Some(cors) => routes.layer(axum::middleware::from_fn_with_state(cors, cors::handle)),
         None => routes,
     };
+    let stale = axum::middleware::from_fn_with_state(state.clone(), reload_when_stale);
     routes
+        .layer(stale)
         .layer(axum::middleware::from_fn(crate::http::telemetry::observe))
         .with_state(state)
+}
+
+/// Read the catalog again at once when an answer says it is older than the
+/// tables (a column retyped, a table dropped): the client was told 503 with
+/// Retry-After, and its retry meets the new catalog.
+async fn reload_when_stale(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let response = next.run(request).await;
+    if response.extensions().get::<StaleCatalog>().is_some() {
+        state.reload_catalog();
+    }
+    response
 }
 
 /// `routes` with every request bounded by `deadline` (zero: none) and a

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::value::RawValue;
 
+use super::jsonfg;
 use super::model::{ChangeOp, ChangesPage, FeatureChange};
 use super::problem::{ApiError, Problem};
 use super::query_pairs;
@@ -20,6 +21,7 @@ use crate::error::{Error, ErrorKind};
 use crate::geometry::Crs;
 use crate::http::app::AppState;
 use crate::read::params::{check_format, offered_crs, unknown_parameter, MAX_LIMIT};
+use crate::read::Encoding;
 
 /// Log entries per page when `limit` is not given.
 const DEFAULT_LIMIT: i64 = 100;
@@ -30,6 +32,7 @@ struct ChangesQuery<'c> {
     limit: i64,
     wait: Duration,
     crs: &'c Crs,
+    encoding: Encoding,
 }
 
 fn bad(param: &str, detail: &str) -> Error {
@@ -40,13 +43,23 @@ fn bad(param: &str, detail: &str) -> Error {
 }
 
 impl<'c> ChangesQuery<'c> {
-    /// Check the query string's pairs: unknown or repeated names are a 400.
-    fn parse(pairs: &[(String, String)], coll: &'c Collection) -> Result<Self, Error> {
+    /// Check the query string's pairs (`f=jsonfg` taken out, `encoding`
+    /// saying whether it was asked for): unknown or repeated names are a 400.
+    fn parse(
+        pairs: &[(String, String)],
+        coll: &'c Collection,
+        encoding: Encoding,
+    ) -> Result<Self, Error> {
         let mut query = ChangesQuery {
             since: None,
             limit: DEFAULT_LIMIT,
             wait: Duration::ZERO,
-            crs: &coll.crs[0],
+            // JSON-FG's `place` is in the storage CRS unless another is asked for.
+            crs: match encoding {
+                Encoding::JsonFg => coll.storage_crs(),
+                Encoding::GeoJson => &coll.crs[0],
+            },
+            encoding,
         };
         for (i, (name, value)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(n, _)| n == name) {
@@ -95,19 +108,24 @@ impl<'c> ChangesQuery<'c> {
     tag = "Features",
     summary = "The collection's change feed: without since, the cursor for now; with it, what changed after it (collections with changes = true)",
     operation_id = "getChanges",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("since" = Option<String>, Query, description = "A cursor from an earlier answer; without it the answer is the cursor for now, and no changes: take it, download the collection, then follow it"), ("limit" = Option<i64>, Query, description = "Most changes logged in the database per page, 1..10000 (larger values are lowered); default 100. A feature changed several times is answered once"), ("wait" = Option<u64>, Query, description = "With since, when nothing has changed: wait up to this many seconds (at most 60) for a change to be committed, then answer (long poll)"), ("crs" = Option<String>, Query, description = "CRS of the features' geometries (one of the collection's `crs`); CRS84 by default"), ("f" = Option<String>, Query, description = "json (the only format)")),
-    responses((status = 200, description = "The changes after since, in the order to apply them, and the cursor to follow on with; more: ask again at once", body = ChangesPage, headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter, or since is not a cursor of this collection (invalid-cursor)", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection, or it has no change feed (no-change-feed)", body = Problem, content_type = "application/problem+json"), (status = 410, description = "cursor-expired: changes after the cursor are no longer kept (FEATUREPIPE_CHANGES_RETENTION), or the feed started again; download the collection again with a new cursor", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy (Retry-After), or the feed could not be installed (change-feed-not-installed)", body = Problem, content_type = "application/problem+json"))
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("since" = Option<String>, Query, description = "A cursor from an earlier answer; without it the answer is the cursor for now, and no changes: take it, download the collection, then follow it"), ("limit" = Option<i64>, Query, description = "Most changes logged in the database per page, 1..10000 (larger values are lowered); default 100. A feature changed several times is answered once"), ("wait" = Option<u64>, Query, description = "With since, when nothing has changed: wait up to this many seconds (at most 60) for a change to be committed, then answer (long poll)"), ("crs" = Option<String>, Query, description = "CRS of the features' geometries (one of the collection's `crs`); CRS84 by default"), ("f" = Option<String>, Query, description = "json, or jsonfg for JSON-FG features (as Accept: application/fg+json); their place is then in the storage CRS unless crs says another")),
+    responses((status = 200, description = "The changes after since, in the order to apply them, and the cursor to follow on with; more: ask again at once", body = ChangesPage, headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter, or since is not a cursor of this collection (invalid-cursor)", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection, or it has no change feed (no-change-feed)", body = Problem, content_type = "application/problem+json"), (status = 410, description = "cursor-expired: changes after the cursor are no longer kept (FEATUREPIPE_CHANGES_RETENTION), or the feed started again; download the collection again with a new cursor", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy (Retry-After), the feed could not be installed (change-feed-not-installed), or too many long polls wait already (too-many-long-polls, Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Path(collection_id): Path<String>,
+    headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
     changes::relid(&coll)?;
-    let pairs = query_pairs(query.as_deref())?;
-    let query = ChangesQuery::parse(&pairs, &coll)?;
+    let mut pairs = query_pairs(query.as_deref())?;
+    let encoding = match jsonfg::asked(&mut pairs, &headers)? {
+        true => Encoding::JsonFg,
+        false => Encoding::GeoJson,
+    };
+    let query = ChangesQuery::parse(&pairs, &coll, encoding)?;
     let db = &state.for_caller(&caller).db;
     let page = match query.since {
         None => ChangesPage {
@@ -121,14 +139,11 @@ pub async fn list(
                 cursor,
                 limit: query.limit,
                 crs: query.crs,
+                encoding: query.encoding,
             };
             let page = changes::changes(db, &state.changes, follow, query.wait).await?;
             ChangesPage {
-                changes: page
-                    .changes
-                    .into_iter()
-                    .map(|c| answered(&coll, c))
-                    .collect(),
+                changes: page.changes.into_iter().map(answered).collect(),
                 cursor: page.cursor.encode(),
                 more: page.more,
             }
@@ -143,12 +158,8 @@ pub async fn list(
 }
 
 /// A change as the client is told it.
-fn answered(coll: &Collection, change: Change) -> FeatureChange {
-    let id = match coll.integer_key() {
-        // An integer printed by PostgreSQL is a JSON number.
-        true => change.key,
-        false => serde_json::to_string(&change.key).expect("a string serializes"),
-    };
+fn answered(change: Change) -> FeatureChange {
+    let id = change.id;
     let raw = |json: String| RawValue::from_string(json).expect("PostgreSQL made this JSON");
     match change.feature {
         Some(feature) => FeatureChange {

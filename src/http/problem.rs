@@ -85,6 +85,7 @@ impl Wrong {
                 K::InvalidCursor => (S::BAD_REQUEST, "invalid-cursor"),
                 K::CursorExpired => (S::GONE, "cursor-expired"),
                 K::FeedNotInstalled => (S::SERVICE_UNAVAILABLE, "change-feed-not-installed"),
+                K::TooManyLongPolls => (S::SERVICE_UNAVAILABLE, "too-many-long-polls"),
                 K::Refused(Refusal::Conflicting) => (S::CONFLICT, "write-failed"),
                 K::Refused(Refusal::Missing) => (S::NOT_FOUND, "write-failed"),
                 K::Refused(Refusal::Changed) => (S::PRECONDITION_FAILED, "write-failed"),
@@ -127,7 +128,11 @@ impl Wrong {
         const CHALLENGE: &[(HeaderName, &str)] =
             &[(header::WWW_AUTHENTICATE, "Bearer realm=\"featurepipe\"")];
         match self {
-            Wrong::Domain(ErrorKind::Unavailable | ErrorKind::Refused(Refusal::Busy))
+            Wrong::Domain(
+                ErrorKind::Unavailable
+                | ErrorKind::Refused(Refusal::Busy)
+                | ErrorKind::TooManyLongPolls,
+            )
             | Wrong::Busy => RETRY,
             // RFC 6750's challenge.
             Wrong::Domain(ErrorKind::Unauthorized) => CHALLENGE,
@@ -181,7 +186,15 @@ pub struct Problem {
     request_id: Option<String>,
     #[serde(skip)]
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// The database said the catalog is older than the tables.
+    #[serde(skip)]
+    stale_catalog: bool,
 }
+
+/// On a response whose error says the catalog is older than the tables:
+/// the catalog is read again at once (`app::reload_when_stale`).
+#[derive(Debug, Clone, Copy)]
+pub struct StaleCatalog;
 
 impl ApiError {
     /// A problem of kind `wrong`, said in one line.
@@ -206,6 +219,7 @@ impl ApiError {
             etag: None,
             request_id: None,
             headers,
+            stale_catalog: false,
         }))
     }
 
@@ -266,6 +280,7 @@ impl From<Error> for ApiError {
         problem.total_errors = err.counted_errors();
         problem.batches = err.batches().cloned();
         problem.report = err.report().cloned();
+        problem.stale_catalog = err.stale_catalog();
         match err.current() {
             Some(current) => api.with_current(current),
             None => api,
@@ -303,6 +318,9 @@ impl IntoResponse for ApiError {
         );
         for (name, value) in problem.headers {
             headers.insert(name, value);
+        }
+        if problem.stale_catalog {
+            response.extensions_mut().insert(StaleCatalog);
         }
         response
     }

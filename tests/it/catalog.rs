@@ -90,6 +90,6 @@ async fn migrations_are_recorded_once() {
         app.db
             .int("SELECT count(*) FROM featurepipe.schema_migrations")
             .await,
-        8
+        9
     );
 }

@@ -19,6 +19,7 @@ mod encodings;
 mod extents;
 mod failures;
 mod faults;
+mod feed_trust;
 mod geography_bbox;
 mod geometries;
 mod hostile;

@@ -600,3 +600,60 @@ async fn until_the_reload_a_dropped_column_answers_503() {
     let r = put().await;
     assert!(r.status.is_success(), "{r:?}");
 }
+
+#[tokio::test]
+async fn a_burst_of_notifications_is_a_reload_a_second_at_most() {
+    let app = following("", Duration::ZERO, true).await;
+    create_and_notify(&app).await;
+    // Reloads of the process's other apps count too: the bound is loose,
+    // the burst (200 in 2 s) would make about 150 without coalescing.
+    let before = reloads(&app, "unchanged").await + reloads(&app, "changed").await;
+    let started = Instant::now();
+    for n in 0..200 {
+        execute(&app, &format!("NOTIFY featurepipe_reload, '{n}'")).await;
+        let next = started + Duration::from_millis(10 * (n + 1));
+        tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after = reloads(&app, "unchanged").await + reloads(&app, "changed").await;
+    let seconds = started.elapsed().as_secs();
+    println!(
+        "200 notifications in 2 s: {} reloads in {seconds} s",
+        after - before
+    );
+    assert!(after - before <= seconds + 10, "{} reloads", after - before);
+}
+
+#[tokio::test]
+async fn a_write_right_after_a_column_is_retyped_is_a_503_and_reads_the_catalog_again() {
+    // No polling, no LISTEN: only the refused write can make it read again.
+    let app = following(
+        "CREATE TABLE retyped (id serial PRIMARY KEY, val text, geom geometry(Point, 4326));",
+        Duration::ZERO,
+        false,
+    )
+    .await;
+    let hello = point(0.0, 0.0, json!({"val": "hello"}));
+    assert_eq!(app.post("retyped", &hello).await.status, 201);
+    execute(
+        &app,
+        "ALTER TABLE retyped ALTER COLUMN val TYPE int USING 0",
+    )
+    .await;
+    let r = app.post("retyped", &hello).await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(r.headers["retry-after"], "1");
+    until("the catalog read again", PROMPTLY, || async {
+        app.state.catalog().get("retyped").unwrap().columns[1].exact_type_sql == "integer"
+    })
+    .await;
+    let r = app.post("retyped", &hello).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    let pointer = r.body["errors"][0]["pointer"].as_str().unwrap_or_default();
+    assert!(pointer.ends_with("/properties/val"), "{r:?}");
+    let r = app
+        .post("retyped", &point(0.0, 0.0, json!({"val": 7})))
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM retyped").await, 2);
+}
