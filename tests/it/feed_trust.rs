@@ -369,3 +369,43 @@ async fn a_thousand_long_polls_held_back_cost_the_database_a_few_queries_a_secon
         assert_eq!(page.body["changes"][0]["id"], 1, "{page:?}");
     }
 }
+
+#[tokio::test]
+async fn a_partition_attached_later_gets_its_triggers_and_a_new_epoch() {
+    let db = TestDb::new(
+        "CREATE TABLE parts (id int PRIMARY KEY, name text, geom geometry(Point, 4326))
+             PARTITION BY RANGE (id);
+         CREATE TABLE parts_low PARTITION OF parts FOR VALUES FROM (MINVALUE) TO (100);",
+    )
+    .await;
+    let mut config = config(&db.url);
+    config.settings = Some(feeds_on("attached", &["parts"]));
+    config.catalog_poll = Duration::from_millis(100);
+    let app = TestApp::on(db, config).await;
+    let before = cursor_now(&app, "parts").await;
+    execute(
+        &app,
+        "CREATE TABLE parts_new PARTITION OF parts FOR VALUES FROM (100) TO (200)",
+    )
+    .await;
+    let triggers = "SELECT count(*) FROM pg_trigger
+                     WHERE tgrelid = 'parts_new'::regclass AND tgname LIKE 'featurepipe_changes_%'";
+    until("the new partition's triggers", || async {
+        app.db.int(triggers).await == 4
+    })
+    .await;
+    let r = app
+        .get(&format!("/collections/parts/changes?since={before}"))
+        .await;
+    assert_eq!(r.status, 410, "{r:?}");
+    let cursor = cursor_now(&app, "parts").await;
+    let mut copy = download(&app, "parts").await;
+    execute(
+        &app,
+        "INSERT INTO parts_new (id, name) VALUES (150, 'straight in')",
+    )
+    .await;
+    let (applied, _) = changes_since(&app, "parts", &mut copy, cursor).await;
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    assert_eq!(applied[0]["id"], 150, "{applied:?}");
+}
