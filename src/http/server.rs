@@ -28,7 +28,12 @@ pub async fn serve(
     // Without a header timeout a client that sends half its headers holds
     // the connection for ever.
     http.timer(TokioTimer::new())
-        .header_read_timeout(state.header_timeout);
+        .header_read_timeout(state.header_timeout)
+        // Header names as HTTP/1.1 clients usually write them (`Location`,
+        // `Content-Type`), not hyper's lowercase: QGIS 3.40 looks for
+        // `Location` case-sensitively after a POST, and without it reports
+        // the committed feature as failed.
+        .title_case_headers(true);
     let service = TowerToHyperService::new(router(state));
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{point, via_proxy, TestApp, TestDb};
+use crate::support::{http, point, via_proxy, Served, TestApp, TestDb};
 
 const SETUP: &str = "
     CREATE TABLE places (id serial PRIMARY KEY, name text, geom geometry(Point, 4326));
@@ -87,4 +87,39 @@ async fn unavailable_answers_do_not_echo_connection_errors() {
             assert!(!body.contains(leak), "{path} echoes {leak:?}: {body}");
         }
     }
+}
+
+#[tokio::test]
+async fn header_names_go_out_capitalised_as_http_1_1_clients_read_them() {
+    let app =
+        TestApp::new("CREATE TABLE pts (id serial PRIMARY KEY, geom geometry(Point, 4326))").await;
+    let served = Served::start(&app).await;
+    let addr = served.url.trim_start_matches("http://");
+    let feature = point(1.0, 2.0, json!({})).to_string();
+    let (status, raw) = http(addr, "POST", "/collections/pts/items", &feature)
+        .await
+        .unwrap();
+    assert_eq!(status, 201, "{raw}");
+    // The bytes on the wire: QGIS 3.40 finds the new feature's id only
+    // under `Location`, matched case-sensitively.
+    let head = raw.split("\r\n\r\n").next().unwrap();
+    let names: Vec<&str> = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(':').next())
+        .collect();
+    for name in ["Location", "Content-Type", "Content-Length"] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    assert!(
+        names.iter().all(|n| n
+            .split('-')
+            .all(|w| w.starts_with(|c: char| c.is_ascii_uppercase()))),
+        "{names:?}"
+    );
+    let location = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Location: "))
+        .unwrap();
+    assert!(location.ends_with("/collections/pts/items/1"), "{location}");
 }
