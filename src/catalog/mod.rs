@@ -205,6 +205,9 @@ pub struct Collection {
     pub title: Option<String>,
     /// Writes need `If-Match` or `If-Unmodified-Since` (settings file).
     pub precondition_required: bool,
+    /// A new feature's `null` for a nullable column with a DEFAULT takes
+    /// the default too (settings file).
+    pub null_means_default: bool,
     /// Writes are refused although the table could take them (settings file).
     pub read_only: bool,
     /// Whether clients choose keys, as the settings file says (`None`: inferred).
@@ -268,6 +271,7 @@ impl Collection {
             crs: vec![Crs::crs84()],
             title: None,
             precondition_required: false,
+            null_means_default: false,
             read_only: false,
             client_keys_setting: None,
             read_only_properties: Vec::new(),
@@ -378,6 +382,18 @@ impl Collection {
             ColumnType::Scalar(ScalarType::Uuid) => uuid::Uuid::parse_str(id).is_ok(),
             _ => true,
         }
+    }
+
+    /// Whether a new feature's `null` for column `ci` means its default:
+    /// always for a NOT NULL column with one (NULL could never be stored),
+    /// and for a nullable one with `null_means_default`. Not where a BEFORE
+    /// INSERT trigger may fill the NULL itself.
+    pub fn null_takes_default(&self, ci: usize) -> bool {
+        let col = &self.columns[ci];
+        col.has_default()
+            && !col.generated
+            && !self.before_insert_trigger
+            && (col.not_null || self.null_means_default)
     }
 
     /// Columns a replace or update leaves as they are, even when the body
@@ -532,6 +548,7 @@ fn apply_settings(
             coll.description = s.description.clone();
         }
         coll.precondition_required = s.precondition_required;
+        coll.null_means_default = s.null_means_default;
         coll.read_only = s.read_only;
         if s.client_keys == Some(true)
             && coll.primary_key.is_none_or(|pk| coll.columns[pk].generated)
@@ -777,6 +794,7 @@ fn build_collection(
         crs: vec![Crs::crs84()],
         title: None,
         precondition_required: false,
+        null_means_default: false,
         read_only: false,
         client_keys_setting: None,
         read_only_properties: Vec::new(),

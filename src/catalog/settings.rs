@@ -14,6 +14,7 @@
 //! time = "observed"               # JSON-FG `time`: a date/timestamp column, or ["start", "end"]
 //! feature_type = "Place"          # JSON-FG `featureType` (default: the collection id)
 //! changes = true                  # GET /collections/places/changes (docs/offline-sync.md)
+//! null_means_default = true       # a new feature's null takes a column's default, as QGIS needs
 //!
 //! [auth]
 //! anonymous = "read:*"            # what callers without credentials may do
@@ -112,6 +113,11 @@ pub struct CollectionSettings {
     /// installs a trigger that logs every change, whoever makes it.
     #[serde(default)]
     pub changes: bool,
+    /// In a new feature, `null` for a column with a DEFAULT means the
+    /// default, nullable or not (clients such as QGIS send every field,
+    /// `null` for those left empty). NOT NULL columns take it always.
+    #[serde(default)]
+    pub null_means_default: bool,
 }
 
 /// `time = "column"` (an instant) or `time = ["start", "end"]` (an interval).

@@ -8,8 +8,11 @@ use super::FeatureRow;
 /// One slot per column of the collection.
 pub struct Cells {
     slots: Vec<Option<SqlValue>>,
-    /// Which slots were filled from a property (for duplicates).
+    /// Which slots were filled from a property, or named by one and left
+    /// to their default (for duplicates).
     from_property: Vec<bool>,
+    /// The columns a property named and left to their default.
+    defaulted: Vec<usize>,
     /// The columns filled, in the order they were given.
     filled: Vec<usize>,
 }
@@ -20,6 +23,7 @@ impl Cells {
         Cells {
             slots: vec![None; columns],
             from_property: vec![false; columns],
+            defaulted: Vec::new(),
             filled: Vec::with_capacity(columns),
         }
     }
@@ -47,10 +51,24 @@ impl Cells {
         self.set(ci, value);
     }
 
+    /// A property named column `ci` and leaves it to its default: the
+    /// column is not written, but named twice it is a duplicate.
+    pub fn default_property(&mut self, ci: usize) {
+        self.from_property[ci] = true;
+        self.defaulted.push(ci);
+    }
+
     /// Empty every slot.
     pub fn clear(&mut self) {
         for ci in self.filled.drain(..) {
             self.slots[ci] = None;
+            self.from_property[ci] = false;
+        }
+        self.forget_defaulted();
+    }
+
+    fn forget_defaulted(&mut self) {
+        for ci in self.defaulted.drain(..) {
             self.from_property[ci] = false;
         }
     }
@@ -71,6 +89,7 @@ impl Cells {
             values.extend(self.slots[ci].take());
             self.from_property[ci] = false;
         }
+        self.forget_defaulted();
         FeatureRow { shape, values }
     }
 }

@@ -724,6 +724,13 @@ impl<'a> Validator<'a> {
                 self.key_property = Some(id_text(raw));
                 continue;
             }
+            // QGIS sends every field of a new feature, null where the user
+            // left it empty: where NULL cannot be meant, it is the default.
+            if *raw == "null" && self.purpose == Purpose::Create && self.coll.null_takes_default(ci)
+            {
+                self.cells.default_property(ci);
+                continue;
+            }
             if !self.takes(i, || pointer(name, None), ci, true) {
                 continue;
             }

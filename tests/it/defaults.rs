@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::support::{collection, point, TestApp};
+use crate::support::{collection, point, settings_file, TestApp};
 
 #[tokio::test]
 async fn defaults_of_every_kind_once_per_row() {
@@ -154,4 +154,103 @@ async fn uuid_keys_from_a_default_are_strings() {
             .await;
         assert_eq!(n, i as i64);
     }
+}
+
+/// A table as QGIS edits it: a NOT NULL column with a default, a nullable
+/// one with a default, one without.
+const FORM: &str = "CREATE TABLE form (id serial PRIMARY KEY,
+                        status text NOT NULL DEFAULT 'new', note text DEFAULT 'none', n int,
+                        geom geometry(Point, 4326))";
+
+/// `status, note, n` of every row, in key order (NULL as "NULL").
+async fn form_rows(app: &TestApp) -> Vec<(String, String, String)> {
+    let rows = app
+        .db
+        .client
+        .query(
+            "SELECT status, coalesce(note, 'NULL'), coalesce(n::text, 'NULL') FROM form ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+/// What QGIS sends for `count` new features with every field left empty.
+fn empty_fields(count: usize) -> serde_json::Value {
+    let all_null = json!({"id": null, "status": null, "note": null, "n": null});
+    collection(
+        (0..count)
+            .map(|_| point(1.0, 2.0, all_null.clone()))
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn null_for_a_not_null_column_with_a_default_is_the_default() {
+    let app = TestApp::new(FORM).await;
+    // One feature (by INSERT) and 2,000 (by COPY): the same answer.
+    for count in [1, 2000] {
+        let r = app.post("form", &empty_fields(count)).await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    let rows = form_rows(&app).await;
+    assert_eq!(rows.len(), 2001);
+    let expected = ("new".to_owned(), "NULL".to_owned(), "NULL".to_owned());
+    assert!(rows.iter().all(|r| *r == expected), "{:?}", &rows[..3]);
+    // An edit session's insert too.
+    let session = json!({"operations": [
+        {"op": "insert", "collection": "form", "feature": point(0.0, 0.0, json!({"status": null}))},
+    ]});
+    let headers = [("content-type", "application/json")];
+    let r = app
+        .send("POST", "/transactions", &headers, Some(session.to_string()))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    // A PATCH that sets it to null still means NULL, and is refused.
+    let patch = [("content-type", "application/merge-patch+json")];
+    let body = json!({"properties": {"status": null}}).to_string();
+    let r = app
+        .send("PATCH", "/collections/form/items/1", &patch, Some(body))
+        .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "not_nullable", "{r:?}");
+    // Named twice, even as null, is a duplicate.
+    let twice =
+        r#"{"type": "Feature", "geometry": null, "properties": {"status": null, "status": "x"}}"#;
+    let r = app
+        .send(
+            "POST",
+            "/collections/form/items",
+            &[("content-type", "application/geo+json")],
+            Some(twice.to_owned()),
+        )
+        .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "duplicate_property", "{r:?}");
+}
+
+#[tokio::test]
+async fn null_means_default_makes_a_nullable_columns_null_its_default() {
+    let settings = settings_file(
+        "null-means-default",
+        "[collections.form]\nnull_means_default = true\n",
+    );
+    let app = TestApp::with_config(FORM, |c| c.settings = Some(settings)).await;
+    for count in [1, 2000] {
+        let r = app.post("form", &empty_fields(count)).await;
+        assert_eq!(r.status, 201, "{r:?}");
+    }
+    let rows = form_rows(&app).await;
+    let expected = ("new".to_owned(), "none".to_owned(), "NULL".to_owned());
+    assert!(rows.iter().all(|r| *r == expected), "{:?}", &rows[..3]);
+    // A value is a value.
+    let given = point(0.0, 0.0, json!({"note": "given", "n": 3}));
+    assert_eq!(app.post("form", &given).await.status, 201);
+    assert_eq!(
+        form_rows(&app).await.last().unwrap(),
+        &("new".to_owned(), "given".to_owned(), "3".to_owned())
+    );
 }
