@@ -129,7 +129,7 @@ async fn log_of_a_404(env: &[(&str, &str)]) -> (String, String) {
     assert_eq!(status, 404);
     let id = response
         .lines()
-        .find_map(|l| l.strip_prefix("x-request-id: "))
+        .find_map(|l| l.strip_prefix("X-Request-Id: "))
         .expect("an id")
         .trim()
         .to_owned();
