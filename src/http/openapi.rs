@@ -5,10 +5,12 @@ use std::sync::OnceLock;
 
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
+use utoipa::openapi::path::{ParameterBuilder, ParameterIn, ParameterStyle};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{
     ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
 };
-use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required, ResponseBuilder};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -16,6 +18,7 @@ use utoipa_axum::routes;
 use super::html::assets::cached;
 use super::{changes, collections, health, item, items, landing, transactions};
 use crate::http::app::AppState;
+use crate::read::params::{DEFAULT_LIMIT, MAX_LIMIT};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -66,10 +69,44 @@ pub fn document_json() -> &'static str {
     DOCUMENT.get_or_init(|| {
         let (_, mut doc) = routes().split_for_parts();
         declare_security(&mut doc);
+        declare_limit(&mut doc);
         let mut json = doc.to_pretty_json().expect("the document serializes");
         json.push('\n');
         json
     })
+}
+
+/// The items' `limit` as a component that the items path refers to: QGIS
+/// takes its page size from `components.parameters.limit.schema` (its
+/// `maximum` and `default`) and pages by 100 without it.
+fn declare_limit(doc: &mut utoipa::openapi::OpenApi) {
+    let schema = ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(1))
+        .maximum(Some(MAX_LIMIT))
+        .default(Some(DEFAULT_LIMIT.into()));
+    let limit = ParameterBuilder::new()
+        .name("limit")
+        .parameter_in(ParameterIn::Query)
+        .required(Required::False)
+        .style(Some(ParameterStyle::Form))
+        .explode(Some(false))
+        .description(Some(format!(
+            "Page size, 1..{MAX_LIMIT} (larger values are lowered); default {DEFAULT_LIMIT}"
+        )))
+        .schema(Some(schema))
+        .build();
+    let components = doc.components.get_or_insert_with(Default::default);
+    components
+        .parameters
+        .insert("limit".to_owned(), RefOr::T(limit));
+    let items = doc.paths.paths.get_mut("/collections/{collectionId}/items");
+    let parameters = items.and_then(|i| i.get.as_mut()?.parameters.as_mut());
+    for parameter in parameters.into_iter().flatten() {
+        if matches!(parameter, RefOr::T(p) if p.name == "limit") {
+            *parameter = RefOr::Ref(Ref::new("#/components/parameters/limit"));
+        }
+    }
 }
 
 /// Declare the credentials the data endpoints take (API key or JWT, both

@@ -88,3 +88,20 @@ async fn the_conformance_declaration_claims_no_openapi_3_0() {
     let classes = app.get("/conformance").await.body["conformsTo"].to_string();
     assert!(!classes.contains("oas30"), "{classes}");
 }
+
+#[tokio::test]
+async fn the_page_size_is_published_where_qgis_reads_it() {
+    let app = TestApp::new("").await;
+    let doc = app.get("/api").await.body;
+    // QGIS's OAPIF provider reads components.parameters.limit.schema, and
+    // pages by 100 without it.
+    let limit = &doc["components"]["parameters"]["limit"];
+    assert_eq!(limit["in"], "query");
+    assert_eq!(limit["schema"]["maximum"], 10_000, "{limit}");
+    assert_eq!(limit["schema"]["default"], 10, "{limit}");
+    let parameters = doc["paths"]["/collections/{collectionId}/items"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let refs: Vec<&Value> = parameters.iter().filter_map(|p| p.get("$ref")).collect();
+    assert_eq!(refs, ["#/components/parameters/limit"], "{parameters:?}");
+}
