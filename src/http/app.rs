@@ -9,8 +9,8 @@ use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use super::cors::{self, Cors};
-use super::encoding;
 use super::problem::{ApiError, StaleCatalog, Wrong};
+use super::{encoding, item};
 use crate::auth::{Auth, Caller, JwtKeys};
 use crate::catalog::live::{Follow, LiveCatalog, Observer, Reload};
 use crate::catalog::settings::Settings;
@@ -236,6 +236,17 @@ pub fn router(state: AppState) -> Router {
         .route("/api/swagger-ui.css", get(super::openapi::swagger_css))
         // The web pages' script and style files.
         .route("/assets/{name}", get(super::html::assets::asset))
+        // Ids with `/` as clients such as QGIS put them in the URL, raw
+        // (`items/A/1`); percent-encoded ones (`items/A%2F1`) match the
+        // documented route already.
+        .route(
+            item::RAW_SLASHES,
+            get(item::get)
+                .put(item::put)
+                .patch(item::patch)
+                .delete(item::delete)
+                .options(item::options),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     let routes = guarded(routes, deadline)

@@ -1,10 +1,12 @@
 //! `/collections/{collectionId}/items/{featureId}`: read, replace (PUT),
 //! update (PATCH, JSON merge patch), delete, and OPTIONS.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -34,6 +36,31 @@ use crate::write::idempotency::Idempotency;
 use crate::write::item::{self, Changed, Outcome};
 use crate::write::sql::ItemChange;
 
+/// The route that takes an id holding `/` raw (`items/A/1`), as QGIS 3.40
+/// sends it; the documented route takes it percent-encoded (`items/A%2F1`).
+pub const RAW_SLASHES: &str = "/collections/{collectionId}/items/{featureId}/{*rest}";
+
+/// The collection id and the feature id of an item's URL, the id whole
+/// when it holds `/` raw ([`RAW_SLASHES`]).
+pub struct ItemPath(pub String, pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ItemPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(mut params) = Path::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::new(Wrong::InvalidParameter, e.body_text()))?;
+        let mut take = |name: &str| params.remove(name);
+        let (collection, id) = (take("collectionId"), take("featureId"));
+        let id = match take("rest") {
+            Some(rest) => format!("{}/{rest}", id.unwrap_or_default()),
+            None => id.unwrap_or_default(),
+        };
+        Ok(ItemPath(collection.unwrap_or_default(), id))
+    }
+}
+
 /// The feature, with `ETag` and `Last-Modified`; 304 when `If-None-Match` matches.
 #[utoipa::path(
     get,
@@ -47,7 +74,7 @@ use crate::write::sql::ItemChange;
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path((collection_id, id)): Path<(String, String)>,
+    ItemPath(collection_id, id): ItemPath,
     base: BaseUrl,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
@@ -354,7 +381,7 @@ async fn change_as_read(
 pub async fn put(
     State(state): State<AppState>,
     caller: Caller,
-    Path((collection_id, id)): Path<(String, String)>,
+    ItemPath(collection_id, id): ItemPath,
     base: BaseUrl,
     headers: HeaderMap,
     body: Body,
@@ -415,7 +442,7 @@ pub async fn put(
 pub async fn patch(
     State(state): State<AppState>,
     caller: Caller,
-    Path((collection_id, id)): Path<(String, String)>,
+    ItemPath(collection_id, id): ItemPath,
     base: BaseUrl,
     headers: HeaderMap,
     body: Body,
@@ -450,7 +477,7 @@ pub async fn patch(
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
-    Path((collection_id, id)): Path<(String, String)>,
+    ItemPath(collection_id, id): ItemPath,
     base: BaseUrl,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -492,7 +519,7 @@ pub async fn delete(
 pub async fn options(
     State(state): State<AppState>,
     caller: Caller,
-    Path((collection_id, _id)): Path<(String, String)>,
+    ItemPath(collection_id, _id): ItemPath,
 ) -> Result<Response, ApiError> {
     let coll = state.to_see(&caller, &collection_id)?;
     // A merge patch of GeoJSON, or of JSON-FG (its `place`, `time`).

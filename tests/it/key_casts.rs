@@ -140,3 +140,62 @@ async fn edit_sessions_compare_ids_exactly() {
         assert_eq!(app.db.text(&row).await.unwrap(), "1 1", "{table}");
     }
 }
+
+#[tokio::test]
+async fn ids_with_slashes_work_raw_and_percent_encoded() {
+    let app = TestApp::new(
+        "CREATE TABLE plots (code text PRIMARY KEY, owner text, geom geometry(Point, 4326));",
+    )
+    .await;
+    let geojson = [("content-type", "application/geo+json")];
+    let patch = [("content-type", "application/merge-patch+json")];
+    let feature = point(1.0, 2.0, json!({"owner": "a"})).to_string();
+    // Created percent-encoded, then read, changed and deleted raw, as QGIS
+    // 3.40 sends them.
+    let r = app
+        .send(
+            "PUT",
+            "/collections/plots/items/A%2F1",
+            &geojson,
+            Some(feature.clone()),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let r = app
+        .send(
+            "PUT",
+            "/collections/plots/items/B/2/3",
+            &geojson,
+            Some(feature),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    for (raw, encoded, id) in [
+        (
+            "/collections/plots/items/A/1",
+            "/collections/plots/items/A%2F1",
+            "A/1",
+        ),
+        (
+            "/collections/plots/items/B/2/3",
+            "/collections/plots/items/B%2F2%2F3",
+            "B/2/3",
+        ),
+    ] {
+        for path in [raw, encoded] {
+            let r = app.get(path).await;
+            assert_eq!(r.status, 200, "{path}: {r:?}");
+            assert_eq!(r.body["id"], id, "{path}");
+        }
+        let body = json!({"properties": {"owner": "b"}}).to_string();
+        let r = app.send("PATCH", raw, &patch, Some(body)).await;
+        assert!(r.status.is_success(), "{raw}: {r:?}");
+        let r = app.send("OPTIONS", raw, &[], None).await;
+        assert!(r.status.is_success(), "{raw}: {r:?}");
+        let r = app.send("DELETE", raw, &[], None).await;
+        assert_eq!(r.status, 204, "{raw}: {r:?}");
+        assert_eq!(app.get(encoded).await.status, 404);
+    }
+    // Nothing else under a collection answers by accident.
+    assert_eq!(app.get("/collections/plots/items/").await.status, 404);
+}
