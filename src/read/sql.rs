@@ -68,7 +68,7 @@ pub fn feature_object(
     };
     let props: Vec<String> = property_columns(coll)
         .filter(|ci| !shown_elsewhere.contains(ci))
-        .map(|ci| col(coll, ci))
+        .map(|ci| property(coll, ci))
         .collect();
     let last_modified = match coll.last_modified {
         // Cast: the column may be a domain over timestamptz.
@@ -81,6 +81,24 @@ pub fn feature_object(
          md5(t::text), {last_modified}",
         props = props.join(", "),
     )
+}
+
+/// Column `ci` of the row `t` as a property. A floating-point or numeric
+/// value that is a whole number is written as a real (`1.0`, not `1`):
+/// clients that type fields from the first features read (QGIS through
+/// GDAL) would take the column for an integer and lose later fractions.
+fn property(coll: &Collection, ci: usize) -> String {
+    let c = col(coll, ci);
+    match coll.columns[ci].ty {
+        ColumnType::Scalar(ScalarType::Float4 | ScalarType::Float8 | ScalarType::Numeric) => {
+            format!(
+                "CASE WHEN to_json({c})::text ~ '^-?[0-9]+$' THEN (to_json({c})::text || '.0')::json \
+                 ELSE to_json({c}) END AS {}",
+                quote_ident(&coll.columns[ci].name)
+            )
+        }
+        _ => c,
+    }
 }
 
 /// [`feature_columns`] of the feature as `encoding` has it.

@@ -99,3 +99,33 @@ async fn owslib_creates_replaces_and_deletes() {
         )
     );
 }
+
+#[tokio::test]
+async fn gdal_types_a_float_column_real_when_its_first_values_are_whole() {
+    // GDAL (and QGIS through it) types fields from the first features read:
+    // a float column whose first values are whole numbers must read as Real.
+    let app = TestApp::new(
+        "CREATE TABLE gauges (id serial PRIMARY KEY, level float8, flow numeric, count int,
+                              geom geometry(Point, 4326));
+         INSERT INTO gauges (level, flow, count, geom)
+             SELECT CASE WHEN i < 15 THEN i ELSE i + 0.5 END, i, i, ST_MakePoint(i, i)
+               FROM generate_series(1, 20) AS i;",
+    )
+    .await;
+    let page = app.get("/collections/gauges/items?limit=1").await;
+    let properties = &page.body["features"][0]["properties"];
+    assert!(properties["level"].is_f64(), "{properties}");
+    assert!(properties["flow"].is_f64(), "{properties}");
+    assert!(properties["count"].is_u64(), "{properties}");
+    let served = Served::start(&app).await;
+    let source = format!("OAPIF:{}", served.url);
+    let out = run("ogrinfo", &["-ro", "-al", "-so", &source, "gauges"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("level: Real"), "{text}");
+    assert!(text.contains("flow: Real"), "{text}");
+    assert!(text.contains("count: Integer"), "{text}");
+    let out = run("ogrinfo", &["-ro", "-al", &source, "gauges"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("level (Real) = 15.5"), "{text}");
+}
