@@ -36,9 +36,14 @@ pub fn geometry_in(coll: &Collection, crs: &Crs) -> String {
     }
 }
 
-/// Columns published as properties: all but the key and the feature geometry.
+/// Columns published as properties: all but the feature geometry, and the
+/// key unless clients choose keys. Then it is a property too, so that a
+/// client that takes its fields from the properties and leaves `id` out of
+/// a POST (QGIS) can still set it.
 pub fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
-    (0..coll.columns.len()).filter(|&ci| ci != coll.geometry && Some(ci) != coll.primary_key)
+    let key_too = coll.client_keys();
+    (0..coll.columns.len())
+        .filter(move |&ci| ci != coll.geometry && (Some(ci) != coll.primary_key || key_too))
 }
 
 /// `<feature json>, <etag>, <last modified>` of the row `t`, geometry in `crs`.

@@ -254,3 +254,58 @@ async fn null_means_default_makes_a_nullable_columns_null_its_default() {
         &("new".to_owned(), "given".to_owned(), "3".to_owned())
     );
 }
+
+#[tokio::test]
+async fn where_clients_choose_keys_the_key_is_a_property_too() {
+    let app = TestApp::new(
+        "CREATE TABLE plots (code text PRIMARY KEY, owner text, geom geometry(Point, 4326));
+         CREATE TABLE auto (id serial PRIMARY KEY, owner text, geom geometry(Point, 4326));",
+    )
+    .await;
+    // QGIS takes its fields from the properties and leaves `id` out of a
+    // POST: the key must be a property it can fill.
+    let r = app
+        .post(
+            "plots",
+            &point(1.0, 2.0, json!({"code": "P-7", "owner": "a"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let read = app.get("/collections/plots/items/P-7").await;
+    assert_eq!(read.body["id"], "P-7");
+    assert_eq!(read.body["properties"]["code"], "P-7", "{:?}", read.body);
+    // What was read is written back as it is; another key in it is a 400.
+    let geojson = [("content-type", "application/geo+json")];
+    let mut back = read.body.clone();
+    back["properties"]["owner"] = json!("b");
+    let r = app
+        .send(
+            "PUT",
+            "/collections/plots/items/P-7",
+            &geojson,
+            Some(back.to_string()),
+        )
+        .await;
+    assert!(r.status.is_success(), "{r:?}");
+    back["properties"]["code"] = json!("P-8");
+    let r = app
+        .send(
+            "PUT",
+            "/collections/plots/items/P-7",
+            &geojson,
+            Some(back.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    // A key the database assigns stays out of the properties.
+    assert_eq!(
+        app.post("auto", &point(0.0, 0.0, json!({}))).await.status,
+        201
+    );
+    let read = app.get("/collections/auto/items/1").await;
+    assert!(
+        read.body["properties"].get("id").is_none(),
+        "{:?}",
+        read.body
+    );
+}
