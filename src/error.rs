@@ -314,7 +314,7 @@ impl Error {
         let mut error = Self::database(doing, err);
         if let ErrorKind::Refused(refusal) = &mut error.0.kind {
             if !matches!(refusal, Refusal::Busy | Refusal::NotPermitted) {
-                tracing::error!(error = %err, "database error while {doing}");
+                tracing::error!(error = %crate::db::said::said(err), "database error while {doing}");
                 *refusal = Refusal::Fault;
             }
         }

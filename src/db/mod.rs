@@ -4,6 +4,7 @@ pub mod costs;
 pub mod listen;
 pub mod migrate;
 pub mod round_trips;
+pub mod said;
 pub mod statement;
 pub mod tls;
 
@@ -27,10 +28,10 @@ pub enum DbError {
     #[error("no database connection became free within {0:?}; retry later")]
     Busy(Duration),
     /// No connection could be made.
-    #[error("the database is unreachable: {0}")]
+    #[error("the database is unreachable: {}", said::pool_said(.0))]
     Unreachable(PoolError),
     /// A connection was taken but did not answer.
-    #[error("the database does not answer: {0}")]
+    #[error("the database does not answer: {}", said::said(.0))]
     NoAnswer(tokio_postgres::Error),
     /// The credential's database role cannot be used.
     #[error("the credential's database role '{role}' cannot be used: {message}")]
@@ -44,7 +45,7 @@ pub enum DbError {
     #[error("the request's database role was not chosen")]
     RoleUnbound,
     /// A statement failed while `doing`.
-    #[error("database error while {doing}: {source}")]
+    #[error("database error while {doing}: {}", said::said(source))]
     Query {
         /// What the statement was for.
         doing: &'static str,
@@ -63,7 +64,10 @@ pub enum StartupError {
     #[error("DATABASE_URL is not a valid PostgreSQL connection string: {0}")]
     BadUrl(tokio_postgres::Error),
     /// No connection within the start-up timeout.
-    #[error("cannot reach the database after {waited:?}: {source}")]
+    #[error(
+        "cannot reach the database after {waited:?}: {}",
+        said::pool_said(source)
+    )]
     Unreachable {
         /// How long we tried.
         waited: Duration,
@@ -103,7 +107,7 @@ pub enum StartupError {
         functions: String,
     },
     /// A query at start-up failed.
-    #[error("database error while {doing}: {source}")]
+    #[error("database error while {doing}: {}", said::said(source))]
     Query {
         /// What we were doing.
         doing: &'static str,
@@ -406,6 +410,7 @@ impl Database {
                     })
                 }
                 e => {
+                    let e = said::pool_said(&e);
                     tracing::warn!("database not reachable yet ({e}); retrying");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }

@@ -93,3 +93,36 @@ async fn migrations_are_recorded_once() {
         9
     );
 }
+
+#[tokio::test]
+async fn a_refused_start_up_says_what_postgresql_said() {
+    let db = TestDb::new("").await;
+    // A login that may not create the service's schema: its migration fails.
+    db.client
+        .batch_execute(&crate::support::create_role("fp_test_no_create", "LOGIN"))
+        .await
+        .unwrap();
+    let url = db.url.replacen("postgres@", "fp_test_no_create@", 1);
+    let err = featurepipe::AppState::start(&config(&url))
+        .await
+        .err()
+        .expect("must fail")
+        .to_string();
+    // Not "db error": the server's message, severity and SQLSTATE.
+    assert!(!err.ends_with("db error"), "{err}");
+    assert!(err.contains("ERROR: permission denied"), "{err}");
+    assert!(err.contains("(SQLSTATE 42501)"), "{err}");
+    // Detail and hint, where the server gives them.
+    let raised = db
+        .client
+        .batch_execute(
+            "DO $$ BEGIN RAISE EXCEPTION 'refused' USING DETAIL = 'the detail', \
+             HINT = 'the hint', ERRCODE = 'P0001'; END $$",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        featurepipe::db::said::said(&raised),
+        "ERROR: refused (SQLSTATE P0001); DETAIL: the detail; HINT: the hint"
+    );
+}
