@@ -14,6 +14,8 @@ ensure_package /usr/bin/ogrinfo gdal-bin
 # Headless Chromium, for the browser tests (tests/it/browser*.rs).
 ensure_package /usr/bin/chromium chromium
 export FEATUREPIPE_TEST_CHROMIUM=/usr/bin/chromium
+# openssl makes the X.509 v1 certificate of tests/it/tls.rs (rcgen makes only v3).
+ensure_package /usr/bin/openssl openssl
 # PgBouncer, for tests/it/poolers.rs (started by the tests in both pool modes).
 ensure_package /usr/sbin/pgbouncer pgbouncer
 venv=target/client-venv

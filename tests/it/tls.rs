@@ -386,3 +386,107 @@ async fn pgbouncer_takes_tls_with_the_same_parameters() {
     let app = TestApp::on(db, config).await;
     write_and_read(&app, "through-pgbouncer").await;
 }
+
+/// A cluster that takes TLS connections only, with `cert` and `key` (PEM)
+/// as its certificate and key, and no client certificates.
+async fn tls_only_with(cert: &str, key: &str) -> OwnCluster {
+    let cluster = OwnCluster::start().await;
+    let data = PathBuf::from(cluster.data());
+    write_owned(&data.join("server.crt"), cert, 0o644, &data);
+    write_owned(&data.join("server.key"), key, 0o600, &data);
+    let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
+    conf.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+    write_owned(&data.join("postgresql.conf"), &conf, 0o600, &data);
+    write_owned(
+        &data.join("pg_hba.conf"),
+        "hostssl all all 127.0.0.1/32 trust\n",
+        0o600,
+        &data,
+    );
+    cluster.stop().await;
+    cluster.start_again().await;
+    let admin = connect_tls_admin(&cluster).await;
+    admin
+        .batch_execute(&format!("CREATE EXTENSION postgis; {SETUP}"))
+        .await
+        .unwrap();
+    cluster
+}
+
+/// The superuser's connection to `cluster`, over TLS (it takes nothing else).
+async fn connect_tls_admin(cluster: &OwnCluster) -> Client {
+    let port = cluster.port();
+    tls_connect(&format!(
+        "postgres://postgres@127.0.0.1:{port}/postgres?sslmode=require"
+    ))
+    .await
+}
+
+/// An X.509 version 1 certificate for localhost and its key, as `openssl
+/// x509 -req -signkey` makes it (Citus generates such a certificate).
+async fn version_1_certificate() -> (String, String) {
+    let dir = Scratch(scratch_dir("v1-cert", 0o700));
+    let (key, csr, crt) = (dir.file("v1.key"), dir.file("v1.csr"), dir.file("v1.crt"));
+    let steps: [&[&str]; 2] = [
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-subj",
+            "/CN=localhost",
+            "-out",
+            &csr,
+        ],
+        &[
+            "x509", "-req", "-in", &csr, "-signkey", &key, "-days", "2", "-out", &crt,
+        ],
+    ];
+    for args in steps {
+        let out = crate::support::run("openssl", args).await;
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = crate::support::run("openssl", &["x509", "-in", &crt, "-noout", "-text"]).await;
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("Version: 1 (0x0)"),
+        "not a version 1 certificate"
+    );
+    (
+        std::fs::read_to_string(&crt).unwrap(),
+        std::fs::read_to_string(&key).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn prefer_and_require_encrypt_without_checking_the_certificate_as_libpq_does() {
+    let v1 = version_1_certificate().await;
+    let self_signed = {
+        let key = KeyPair::generate().unwrap();
+        let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        (params.self_signed(&key).unwrap().pem(), key.serialize_pem())
+    };
+    for (what, (cert, key)) in [("X.509 v1", v1), ("self-signed v3", self_signed)] {
+        let cluster = tls_only_with(&cert, &key).await;
+        let port = cluster.port();
+        for mode in ["prefer", "require"] {
+            let url = format!("postgres://postgres@localhost:{port}/postgres?sslmode={mode}");
+            let state = start(&url)
+                .await
+                .unwrap_or_else(|e| panic!("{what}, sslmode={mode}: {e}"));
+            let (ssl, _, user) = session_of(&state).await;
+            assert!(ssl, "{what}, sslmode={mode}: encrypted");
+            assert_eq!(user, "postgres");
+        }
+        // verify-full still checks: this certificate is signed by no CA it knows.
+        let url = format!("postgres://postgres@localhost:{port}/postgres?sslmode=verify-full");
+        let e = refused(&url, what).await;
+        assert!(e.contains("certificate"), "{what}: {e}");
+    }
+}

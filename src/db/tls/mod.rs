@@ -11,7 +11,9 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::{verify_server_cert_signed_by_trust_anchor, verify_server_name};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{
+    CertificateDer, PrivateKeyDer, ServerName, SubjectPublicKeyInfoDer, UnixTime,
+};
 use rustls::server::ParsedCertificate;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -161,7 +163,10 @@ impl ServerCertVerifier for Verifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.algorithms)
+        match self.roots {
+            Some(_) => verify_tls12_signature(message, cert, dss, &self.algorithms),
+            None => self.signed_with_key_of(cert, message, dss),
+        }
     }
 
     fn verify_tls13_signature(
@@ -170,12 +175,73 @@ impl ServerCertVerifier for Verifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.algorithms)
+        match self.roots {
+            Some(_) => verify_tls13_signature(message, cert, dss, &self.algorithms),
+            None if !in_tls13(dss.scheme) => Err(unadvertised()),
+            None => self.signed_with_key_of(cert, message, dss),
+        }
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.algorithms.supported_schemes()
     }
+}
+
+impl Verifier {
+    /// The handshake's signature checked with the public key of `cert`,
+    /// whatever else the certificate is: where nothing about the certificate
+    /// is checked (require, prefer), one that webpki does not take (an
+    /// X.509 v1 certificate, such as `openssl x509 -req -signkey` makes, and
+    /// Citus generates) must still connect, as it does with libpq.
+    fn signed_with_key_of(
+        &self,
+        cert: &CertificateDer<'_>,
+        message: &[u8],
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let bad = |_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding);
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert).map_err(bad)?;
+        let spki = SubjectPublicKeyInfoDer::from(parsed.tbs_certificate.subject_pki.raw);
+        let key = webpki::RawPublicKeyEntity::try_from(&spki)
+            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+        let candidates = self
+            .algorithms
+            .mapping
+            .iter()
+            .find(|(scheme, _)| *scheme == dss.scheme)
+            .map(|(_, algorithms)| *algorithms)
+            .ok_or_else(unadvertised)?;
+        // TLS 1.2's schemes may stand for several algorithms: any one.
+        candidates
+            .iter()
+            .find(|algorithm| {
+                key.verify_signature(**algorithm, message, dss.signature())
+                    .is_ok()
+            })
+            .map(|_| HandshakeSignatureValid::assertion())
+            .ok_or(rustls::Error::InvalidCertificate(
+                CertificateError::BadSignature,
+            ))
+    }
+}
+
+/// Whether TLS 1.3 allows signature scheme `scheme` (RFC 8446 4.2.3: no
+/// PKCS #1 v1.5 nor SHA-1 in handshake signatures).
+fn in_tls13(scheme: rustls::SignatureScheme) -> bool {
+    use rustls::SignatureScheme as S;
+    !matches!(
+        scheme,
+        S::RSA_PKCS1_SHA1
+            | S::RSA_PKCS1_SHA256
+            | S::RSA_PKCS1_SHA384
+            | S::RSA_PKCS1_SHA512
+            | S::ECDSA_SHA1_Legacy
+    )
+}
+
+/// A signature in a scheme the client did not offer.
+fn unadvertised() -> rustls::Error {
+    rustls::Error::PeerMisbehaved(rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme)
 }
 
 /// What a TLS failure at connect time means and what to set, or `None`
