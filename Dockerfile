@@ -9,6 +9,8 @@ COPY assets assets
 COPY benches benches
 # A workspace member (the test proxy): cargo reads every member's manifest.
 COPY crates crates
+# The patched tokio-postgres ([patch.crates-io] in Cargo.toml, vendor/README.md).
+COPY vendor vendor
 RUN cargo build --release --locked --bin featurepipe
 
 FROM debian:bookworm-slim

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::catalog::settings::Settings;
 use crate::error::{Error, ErrorKind};
 pub use grant::Grant;
-pub use token::JwtKeys;
+pub use token::{JwtChecks, JwtKeys};
 
 /// The configured credentials; built once at start-up.
 pub struct Auth {

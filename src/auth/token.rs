@@ -9,8 +9,18 @@ use super::Grant;
 pub struct JwtKeys {
     hs256: Option<DecodingKey>,
     rs256: Option<DecodingKey>,
-    audience: Option<String>,
-    issuer: Option<String>,
+    checks: JwtChecks,
+}
+
+/// What a token must say besides its signature.
+#[derive(Debug, Clone, Default)]
+pub struct JwtChecks {
+    /// The `aud` it must carry.
+    pub audience: Option<String>,
+    /// The `iss` it must carry.
+    pub issuer: Option<String>,
+    /// The seconds of clock skew allowed on `exp` and `nbf`.
+    pub leeway: u64,
 }
 
 /// What a valid token grants.
@@ -47,8 +57,7 @@ impl JwtKeys {
     pub fn new(
         secret: Option<&str>,
         public_pem: Option<&[u8]>,
-        audience: Option<String>,
-        issuer: Option<String>,
+        checks: JwtChecks,
     ) -> Result<Option<Self>, String> {
         if secret.is_none() && public_pem.is_none() {
             return Ok(None);
@@ -62,8 +71,7 @@ impl JwtKeys {
         Ok(Some(JwtKeys {
             hs256: secret.map(|s| DecodingKey::from_secret(s.as_bytes())),
             rs256,
-            audience,
-            issuer,
+            checks,
         }))
     }
 
@@ -79,17 +87,19 @@ impl JwtKeys {
         .ok_or_else(|| format!("tokens signed with {:?} are not accepted", header.alg))?;
         let mut validation = Validation::new(header.alg);
         validation.validate_nbf = true;
+        // The library allows 60 s past `exp` unless told otherwise.
+        validation.leeway = self.checks.leeway;
         // A configured audience or issuer must be in the token, not merely
         // match when present.
         let mut required = vec!["exp"];
-        match &self.audience {
+        match &self.checks.audience {
             Some(aud) => {
                 validation.set_audience(&[aud]);
                 required.push("aud");
             }
             None => validation.validate_aud = false,
         }
-        if let Some(iss) = &self.issuer {
+        if let Some(iss) = &self.checks.issuer {
             validation.set_issuer(&[iss]);
             required.push("iss");
         }

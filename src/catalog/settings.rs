@@ -20,6 +20,7 @@
 //! anonymous = "read:*"            # what callers without credentials may do
 //! audience = "featurepipe"        # JWTs must carry this aud (optional)
 //! issuer = "https://login.example" # and this iss (optional)
+//! jwt_leeway = 5                  # seconds of clock skew allowed on exp and nbf
 //! set_role = true                 # run SQL as the credential's role
 //!
 //! [api_keys.field-app]            # `featurepipe api-key field-app` makes one
@@ -49,7 +50,7 @@ pub struct Settings {
 }
 
 /// The `[auth]` table.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
     /// The scope of callers without credentials (default: nothing).
@@ -59,12 +60,33 @@ pub struct AuthSettings {
     pub audience: Option<String>,
     /// The `iss` a JWT must carry.
     pub issuer: Option<String>,
+    /// The seconds a JWT is still taken after its `exp`, and before its
+    /// `nbf`, for clocks that disagree a little (default 5).
+    #[serde(default = "default_jwt_leeway")]
+    pub jwt_leeway: u64,
     /// Run each request's SQL as the credential's database role (`SET ROLE`).
     #[serde(default)]
     pub set_role: bool,
     /// With `set_role`: the database role of callers without credentials
     /// (needed when `anonymous` grants anything).
     pub anonymous_role: Option<String>,
+}
+
+fn default_jwt_leeway() -> u64 {
+    5
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        AuthSettings {
+            anonymous: String::new(),
+            audience: None,
+            issuer: None,
+            jwt_leeway: default_jwt_leeway(),
+            set_role: false,
+            anonymous_role: None,
+        }
+    }
 }
 
 /// One API key: only its hash is stored.

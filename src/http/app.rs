@@ -11,7 +11,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use super::cors::{self, Cors};
 use super::problem::{ApiError, StaleCatalog, Wrong};
 use super::{encoding, item};
-use crate::auth::{Auth, Caller, JwtKeys};
+use crate::auth::{Auth, Caller, JwtChecks, JwtKeys};
 use crate::catalog::live::{Follow, LiveCatalog, Observer, Reload};
 use crate::catalog::settings::Settings;
 use crate::catalog::{Catalog, Collection};
@@ -214,8 +214,11 @@ fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
     let jwt = JwtKeys::new(
         config.jwt_secret.as_deref(),
         pem.as_deref(),
-        settings.auth.audience.clone(),
-        settings.auth.issuer.clone(),
+        JwtChecks {
+            audience: settings.auth.audience.clone(),
+            issuer: settings.auth.issuer.clone(),
+            leeway: settings.auth.jwt_leeway,
+        },
     )?;
     let auth = Auth::new(config.auth, settings, jwt)?;
     if !auth.enabled() {

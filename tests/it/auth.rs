@@ -769,3 +769,56 @@ async fn set_role_keyed_writes_run_the_bookkeeping_as_the_service() {
         4
     );
 }
+
+#[tokio::test]
+async fn a_token_is_taken_only_a_few_seconds_past_its_exp_or_before_its_nbf() {
+    let now = chrono::Utc::now().timestamp();
+    let hs = EncodingKey::from_secret(SECRET.as_bytes());
+    let with = |exp: i64, nbf: Option<i64>| {
+        let mut c = json!({"sub": "s", "exp": exp, "scope": "read:pts"});
+        if let Some(nbf) = nbf {
+            c["nbf"] = json!(nbf);
+        }
+        bearer(&token(&c, Algorithm::HS256, &hs))
+    };
+    // The default: 5 s (the library's own would be 60 s).
+    let app = TestApp::with_config(SETUP, |c| {
+        c.auth = true;
+        c.jwt_secret = Some(SECRET.into());
+    })
+    .await;
+    for (what, credential, status) in [
+        ("expired 20 s ago", with(now - 20, None), 401),
+        ("expired 1 s ago", with(now - 1, None), 200),
+        ("valid from 20 s on", with(now + 3600, Some(now + 20)), 401),
+        ("valid from 1 s on", with(now + 3600, Some(now + 1)), 200),
+    ] {
+        let r = app
+            .send(
+                "GET",
+                "/collections/pts/items",
+                &[("authorization", &credential)],
+                None,
+            )
+            .await;
+        assert_eq!(r.status, status, "{what}: {r:?}");
+    }
+    // Set to 0: not a second past exp.
+    let path = settings_file("leeway", "[auth]\njwt_leeway = 0\n");
+    let app = TestApp::with_config(SETUP, |c| {
+        c.auth = true;
+        c.settings = Some(path);
+        c.jwt_secret = Some(SECRET.into());
+    })
+    .await;
+    let late = with(now - 2, None);
+    let r = app
+        .send(
+            "GET",
+            "/collections/pts/items",
+            &[("authorization", &late)],
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 401, "{r:?}");
+}
