@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{Method, Uri};
+use axum::http::{header, HeaderValue, Method, Uri};
 use axum::routing::get;
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::cors::{self, Cors};
 use super::problem::{ApiError, StaleCatalog, Wrong};
@@ -237,6 +238,7 @@ pub fn router(state: AppState) -> Router {
         // The documentation page's vendored assets (not API operations).
         .route("/api/swagger-ui-bundle.js", get(super::openapi::swagger_js))
         .route("/api/swagger-ui.css", get(super::openapi::swagger_css))
+        .route("/api/swagger-init.js", get(super::openapi::swagger_init))
         // The web pages' script and style files.
         .route("/assets/{name}", get(super::html::assets::asset))
         // Ids with `/` as clients such as QGIS put them in the URL, raw
@@ -261,9 +263,15 @@ pub fn router(state: AppState) -> Router {
         None => routes,
     };
     let stale = axum::middleware::from_fn_with_state(state.clone(), reload_when_stale);
+    // No answer is to be sniffed into another type (a JSON body into HTML).
+    let nosniff = SetResponseHeaderLayer::if_not_present(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     routes
         .layer(stale)
         .layer(axum::middleware::from_fn(crate::http::telemetry::observe))
+        .layer(nosniff)
         .with_state(state)
 }
 

@@ -197,15 +197,31 @@ pub async fn document() -> impl IntoResponse {
     operation_id = "apiDocumentation",
     responses((status = 200, description = "HTML", content_type = "text/html", body = String))
 )]
-/// The documentation page: Swagger UI, served from the binary.
+/// The documentation page: Swagger UI, served from the binary, with the
+/// map pages' policy: scripts, styles and requests to the service only
+/// (Swagger UI sets inline styles and draws data: images), never framed.
 pub async fn page() -> impl IntoResponse {
+    const POLICY: &str = "default-src 'none'; script-src 'self'; \
+        style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
+        font-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
     (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/html; charset=utf-8"),
-        )],
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(POLICY),
+            ),
+        ],
         include_str!("api.html"),
     )
+}
+
+/// `GET /api/swagger-init.js`: what starts Swagger UI on the page.
+pub async fn swagger_init() -> Response {
+    cached("text/javascript", include_str!("api-init.js"))
 }
 
 /// `GET /api/swagger-ui-bundle.js`: vendored (assets/swagger-ui, Apache-2.0).

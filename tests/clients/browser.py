@@ -280,6 +280,39 @@ def shots(url, key, folder):
     return editor(url, key, os.path.join(folder, "editor-conflict.png"))
 
 
+def apidocs(url):
+    """The API documentation page, under its Content-Security-Policy: Swagger
+    UI renders the document, with no page error nor CSP violation."""
+    with Browser() as browser:
+        page = browser.context.new_page()
+        page.on("pageerror", lambda e: browser.problems.append("page error: " + str(e)))
+        page.on(
+            "console",
+            lambda m: browser.problems.append("console: " + m.text)
+            # The favicon's 404 says only "Failed to load resource".
+            if m.type == "error" and "Failed to load resource" not in m.text
+            else None,
+        )
+        page.on(
+            "requestfailed", lambda r: browser.problems.append("request failed: " + r.url)
+        )
+        page.on(
+            "response",
+            lambda r: browser.problems.append(f"{r.status}: {r.url}")
+            if r.status >= 400 and not r.url.endswith("/favicon.ico")
+            else None,
+        )
+        page.goto(url)
+        page.wait_for_selector(".swagger-ui .info .title")
+        page.wait_for_selector(".opblock")
+        return {
+            "title": page.locator(".swagger-ui .info .title").first.inner_text(),
+            "operations": page.locator(".opblock").count(),
+            "problems": browser.problems,
+        }
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    print(json.dumps({"items": items, "editor": editor, "polygon": polygon, "hostile": hostile, "shots": shots}[command](*args)))
+    commands = {"items": items, "editor": editor, "polygon": polygon, "hostile": hostile, "shots": shots, "apidocs": apidocs}
+    print(json.dumps(commands[command](*args)))

@@ -193,3 +193,16 @@ async fn screenshots() {
     let seen = browse(&["shots", &url, EDITOR_KEY, folder]).await;
     assert_eq!(seen["problems"], serde_json::json!([]), "{seen}");
 }
+
+#[tokio::test]
+async fn the_api_documentation_renders_under_its_content_security_policy() {
+    let app = app().await;
+    let served = Served::start(&app).await;
+    let seen = browse(&["apidocs", &format!("{}/api.html", served.url)]).await;
+    assert_eq!(seen["problems"], serde_json::json!([]), "{seen}");
+    assert!(
+        seen["title"].as_str().unwrap().starts_with("featurepipe"),
+        "{seen}"
+    );
+    assert!(seen["operations"].as_i64().unwrap() > 10, "{seen}");
+}

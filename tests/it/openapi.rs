@@ -72,11 +72,26 @@ async fn documentation_page_works_offline() {
         !html.contains("http://") && !html.contains("https://"),
         "{html}"
     );
-    for asset in ["/api/swagger-ui-bundle.js", "/api/swagger-ui.css"] {
+    for (asset, size) in [
+        ("/api/swagger-ui-bundle.js", 10_000),
+        ("/api/swagger-ui.css", 10_000),
+        ("/api/swagger-init.js", 50),
+    ] {
         assert!(html.contains(&asset[1..]), "{asset}");
         let r = app.get(asset).await;
         assert_eq!(r.status, 200, "{asset}");
-        assert!(r.body.as_str().unwrap().len() > 10_000, "{asset}");
+        assert!(r.body.as_str().unwrap().len() > size, "{asset}");
+    }
+    // No script of its own, and never framed.
+    assert!(!html.contains("<script>"), "{html}");
+    let policy = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("script-src 'self';"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(page.headers["x-content-type-options"], "nosniff");
+    // Every answer says nosniff, JSON ones too.
+    for path in ["/", "/collections", "/api", "/collections/nope", "/healthz"] {
+        let r = app.get(path).await;
+        assert_eq!(r.headers["x-content-type-options"], "nosniff", "{path}");
     }
 }
 
