@@ -35,6 +35,10 @@ pub struct Config {
     /// Address to listen on.
     #[arg(long, env = "FEATUREPIPE_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Serve `/metrics` on this address of its own (the operators'
+    /// network), and not on the API's; unset: on the API's, open.
+    #[arg(long, env = "FEATUREPIPE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Comma-separated schemas whose tables are published; the first one's tables need no prefix.
     #[arg(
         long,

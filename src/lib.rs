@@ -31,5 +31,5 @@ mod trust;
 mod units;
 pub mod write;
 
-pub use http::app::{router, AppState};
+pub use http::app::{metrics_router, router, AppState};
 pub use http::server::serve;

@@ -146,6 +146,18 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
+    if let Some(address) = config.metrics_listen {
+        let metrics = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| format!("cannot listen on {address} (FEATUREPIPE_METRICS_LISTEN): {e}"))?;
+        tracing::info!("metrics on http://{address}/metrics");
+        let router = featurepipe::metrics_router(state.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(metrics, router).await {
+                tracing::error!(error = %e, "the metrics listener stopped");
+            }
+        });
+    }
     // On SIGTERM: stop accepting, let requests in flight finish, but not for
     // longer than the deadline (a write cut short is rolled back by PostgreSQL
     // when its connection closes: nothing is left half-done).

@@ -52,6 +52,8 @@ pub struct AppState {
     pub header_timeout: std::time::Duration,
     /// Longest a request may take (zero: no limit).
     pub request_timeout: std::time::Duration,
+    /// `/metrics` is on an address of its own, not the API's.
+    pub metrics_apart: bool,
     /// Who may do what.
     pub auth: Arc<Auth>,
     /// Collection extents, computed at most once per refresh interval.
@@ -136,6 +138,7 @@ impl AppState {
             upload_timeout: config.upload_timeout,
             header_timeout: config.header_timeout,
             request_timeout: config.request_timeout,
+            metrics_apart: config.metrics_listen.is_some(),
             auth,
             extents,
             basemap_url: config.basemap_url.clone(),
@@ -233,8 +236,11 @@ pub fn router(state: AppState) -> Router {
     crate::http::telemetry::recorder();
     let (routes, _) = super::openapi::routes().split_for_parts();
     let deadline = state.request_timeout;
+    let routes = match state.metrics_apart {
+        true => routes,
+        false => routes.route("/metrics", get(crate::http::telemetry::metrics)),
+    };
     let routes = routes
-        .route("/metrics", get(crate::http::telemetry::metrics))
         // The documentation page's vendored assets (not API operations).
         .route("/api/swagger-ui-bundle.js", get(super::openapi::swagger_js))
         .route("/api/swagger-ui.css", get(super::openapi::swagger_css))
@@ -272,6 +278,13 @@ pub fn router(state: AppState) -> Router {
         .layer(stale)
         .layer(axum::middleware::from_fn(crate::http::telemetry::observe))
         .layer(nosniff)
+        .with_state(state)
+}
+
+/// `/metrics` alone, for `FEATUREPIPE_METRICS_LISTEN`.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(crate::http::telemetry::metrics))
         .with_state(state)
 }
 

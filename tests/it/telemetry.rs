@@ -177,3 +177,20 @@ async fn text_logs_to_a_pipe_have_no_colours() {
         .unwrap_or_else(|| panic!("no line for the request in:\n{out}"));
     assert!(line.contains("status=404"), "{line}");
 }
+
+#[tokio::test]
+async fn metrics_can_have_an_address_of_their_own() {
+    let app = TestApp::new(SETUP).await;
+    let metrics = format!("127.0.0.1:{}", crate::support::free_port());
+    let service =
+        ServiceProcess::start(&app.db.url, &[("FEATUREPIPE_METRICS_LISTEN", &metrics)]).await;
+    // Not on the API's address any more ...
+    let (status, _) = http(&service.addr, "GET", "/metrics", "").await.unwrap();
+    assert_eq!(status, 404);
+    // ... but on its own, and nothing else there.
+    let (status, body) = http(&metrics, "GET", "/metrics", "").await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("featurepipe_db_pool_max"), "{body}");
+    let (status, _) = http(&metrics, "GET", "/collections", "").await.unwrap();
+    assert_eq!(status, 404);
+}
