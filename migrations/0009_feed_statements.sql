@@ -29,8 +29,8 @@ END
 $$;
 
 -- Every trigger function of the schema, the per-table ones made by earlier
--- versions of the service among them. A function this role does not own is
--- left with a warning (its owner's service revokes it when it migrates).
+-- versions of the service among them. A function this role may not change
+-- is left with a warning that says what to run.
 DO $$
 DECLARE
     f regprocedure;
@@ -38,7 +38,11 @@ BEGIN
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc AS p
               WHERE p.pronamespace = 'featurepipe'::regnamespace
                 AND p.prorettype = 'trigger'::regtype LOOP
-        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        BEGIN
+            EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE WARNING 'featurepipe: % is not this role''s: revoke EXECUTE on it from PUBLIC as its owner', f;
+        END;
     END LOOP;
 END
 $$;

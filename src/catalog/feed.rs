@@ -104,23 +104,33 @@ SELECT c.oid::int8 AS relid,
        obj_description(f.oid, 'pg_proc') AS function_comment,
        -- A write straight into a partition fires only the partition's
        -- statement triggers: each has its own.
+       -- Foreign tables take no transition tables: a write straight into
+       -- one is not logged (docs/offline-sync.md, Limitations).
        ARRAY(SELECT format('%I.%I', pn.nspname, pc.relname)
                FROM pg_partition_tree(c.oid) AS pt
                JOIN pg_class pc ON pc.oid = pt.relid
                JOIN pg_namespace pn ON pn.oid = pc.relnamespace
-              WHERE pt.relid <> c.oid
+              WHERE pt.relid <> c.oid AND pc.relkind <> 'f'
               ORDER BY pt.level, pc.relname) AS partitions,
        -- Every trigger, on the table and each partition, fires for ordinary
        -- writes (enabled: O or A; one enabled for replicas only does not).
+       -- (IS NOT DISTINCT FROM: an absent transition table is NULL, and
+       -- NULL = NULL would count no trigger that has one.)
        NOT EXISTS (
-           SELECT FROM (SELECT c.oid AS relid UNION SELECT relid FROM pg_partition_tree(c.oid)) AS r
+           SELECT FROM (SELECT c.oid AS relid
+                        UNION SELECT pt.relid FROM pg_partition_tree(c.oid) AS pt
+                                JOIN pg_class pc ON pc.oid = pt.relid AND pc.relkind <> 'f') AS r
             WHERE (SELECT count(*) FROM pg_trigger t
-                    WHERE t.tgrelid = r.relid AND t.tgfoid = f.oid AND t.tgenabled IN ('O', 'A')
-                      AND (t.tgname, t.tgtype, t.tgoldtable, t.tgnewtable) IN (
-                          ('featurepipe_changes_insert', 4, NULL, 'new_rows'),
-                          ('featurepipe_changes_update', 16, 'old_rows', 'new_rows'),
-                          ('featurepipe_changes_delete', 8, 'old_rows', NULL),
-                          ('featurepipe_changes_truncate', 32, NULL, NULL))) <> 4)
+                     JOIN (VALUES ('featurepipe_changes_insert', 4, NULL, 'new_rows'),
+                                  ('featurepipe_changes_update', 16, 'old_rows', 'new_rows'),
+                                  ('featurepipe_changes_delete', 8, 'old_rows', NULL),
+                                  ('featurepipe_changes_truncate', 32, NULL, NULL))
+                          AS w(name, type, old, new)
+                       ON t.tgname = w.name AND t.tgtype = w.type
+                      AND t.tgoldtable IS NOT DISTINCT FROM w.old
+                      AND t.tgnewtable IS NOT DISTINCT FROM w.new
+                    WHERE t.tgrelid = r.relid AND t.tgfoid = f.oid
+                      AND t.tgenabled IN ('O', 'A')) <> 4)
        AND EXISTS (SELECT FROM featurepipe.change_feeds r WHERE r.relid = c.oid)
          AS triggers
   FROM pg_class c
@@ -145,11 +155,11 @@ fn function_comment(key: &str, key_type: &str) -> String {
 /// each setting costs a trigger call a save and a restore).
 fn key_settings(key_type: &str) -> &'static str {
     match key_type {
-        "smallint" | "integer" | "bigint" | "text" | "character varying" | "character" | "uuid"
-        | "numeric" | "boolean" => "",
+        "smallint" | "integer" | "bigint" | "text" | "character varying" | "character"
+        | "bpchar" | "uuid" | "numeric" | "boolean" => "",
         _ => {
             "SET DateStyle = 'ISO, YMD' SET TimeZone = 'UTC' SET IntervalStyle = 'postgres' \
-             SET extra_float_digits = 3 SET bytea_output = 'hex'"
+             SET extra_float_digits = 3 SET bytea_output = 'hex' SET lc_monetary = 'C'"
         }
     }
 }
@@ -185,10 +195,14 @@ fn function_sql(relid: u32, key: &str, key_type: &str) -> String {
     };
     let body = format!(
         "BEGIN
+    -- Only the feed's own table and its partitions are logged. Another
+    -- table (a partition since detached, which keeps its triggers) is
+    -- written as usual and logs nothing.
     IF TG_RELID <> {relid}
        AND NOT EXISTS (SELECT FROM pg_partition_ancestors(TG_RELID) AS a WHERE a.relid = {relid}::oid) THEN
-        RAISE EXCEPTION 'featurepipe: the change feed of % logs only its own table, not %',
-            {relid}::oid::regclass, TG_RELID::regclass USING ERRCODE = '42501';
+        RAISE WARNING 'featurepipe: the change feed of % logs only its own table, not %',
+            {relid}::oid::regclass, TG_RELID::regclass;
+        RETURN NULL;
     END IF;
     IF TG_OP = 'TRUNCATE' THEN
         UPDATE featurepipe.change_feeds SET epoch = epoch + 1 WHERE relid = {relid};

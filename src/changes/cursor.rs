@@ -100,6 +100,11 @@ impl Cursor {
             return Err(not_one("unknown version"));
         }
         let word = |at: usize| <[u8; 4]>::try_from(&payload[at..at + 4]).expect("4 bytes");
+        // A place in an entry counts from 1 (0: before it); a cursor is
+        // checked, not signed, so a made-up one may say anything.
+        if size == PAYLOAD && i32::from_be_bytes(word(29)) < 0 {
+            return Err(not_one("a negative place"));
+        }
         let long = |at: usize| <[u8; 8]>::try_from(&payload[at..at + 8]).expect("8 bytes");
         Ok(Cursor {
             collection: u32::from_be_bytes(word(1)),
@@ -158,6 +163,13 @@ mod tests {
                 ..cursor()
             }
         );
+    }
+
+    #[test]
+    fn a_negative_place_is_not_a_cursor() {
+        let made_up = Cursor { at: -5, ..cursor() }.encode();
+        let e = Cursor::decode(&made_up).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidCursor);
     }
 
     #[test]

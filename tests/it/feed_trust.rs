@@ -94,9 +94,13 @@ async fn no_other_role_or_table_can_write_or_restart_a_feed() {
             "{message}"
         );
     }
-    // Even a role that may run them (the owner) cannot log for another table.
+    // Even a role that may run them (the owner) cannot log for another
+    // table: the table's function logs nothing there (a partition since
+    // detached keeps its triggers, and must stay writable) ...
     execute(&app, "CREATE TABLE other (id text PRIMARY KEY)").await;
-    let owners = [
+    let entries = format!("SELECT count(*) FROM featurepipe.changes WHERE relid = {oid}");
+    let logged = app.db.int(&entries).await;
+    for trigger in [
         format!(
             "CREATE TRIGGER inj AFTER INSERT ON other FOR EACH ROW EXECUTE FUNCTION {function}"
         ),
@@ -104,20 +108,31 @@ async fn no_other_role_or_table_can_write_or_restart_a_feed() {
             "CREATE TRIGGER inj AFTER INSERT ON other REFERENCING NEW TABLE AS new_rows
                  FOR EACH STATEMENT EXECUTE FUNCTION {function}"
         ),
-        format!(
-            "CREATE TRIGGER inj AFTER TRUNCATE ON other
-                 FOR EACH STATEMENT EXECUTE FUNCTION featurepipe.changes_truncated('{oid}')"
-        ),
-    ];
-    for trigger in &owners {
-        let attack = format!(
-            "DROP TRIGGER IF EXISTS inj ON other; {trigger};
-             INSERT INTO other VALUES ('not-a-key'); TRUNCATE other;"
-        );
-        let (code, message) = refusal(app.db.client.batch_execute(&attack).await);
-        assert_eq!(code, "42501", "{attack}: {message}");
-        assert!(message.contains("change feed of"), "{message}");
+    ] {
+        execute(
+            &app,
+            &format!(
+                "DROP TRIGGER IF EXISTS inj ON other; {trigger};
+                 INSERT INTO other VALUES ('not-a-key'); TRUNCATE other;"
+            ),
+        )
+        .await;
     }
+    assert_eq!(
+        app.db.int(&entries).await,
+        logged,
+        "nothing logged for 'other'"
+    );
+    // ... and the first version's TRUNCATE function refuses (42501).
+    let attack = format!(
+        "DROP TRIGGER IF EXISTS inj ON other;
+         CREATE TRIGGER inj AFTER TRUNCATE ON other
+             FOR EACH STATEMENT EXECUTE FUNCTION featurepipe.changes_truncated('{oid}');
+         TRUNCATE other;"
+    );
+    let (code, message) = refusal(app.db.client.batch_execute(&attack).await);
+    assert_eq!(code, "42501", "{attack}: {message}");
+    assert!(message.contains("change feed of"), "{message}");
     // The feed goes on, with nothing made up in it and no new epoch.
     execute(&app, "UPDATE places SET name = 'real' WHERE id = 1").await;
     let mut copy = download(&app, "places").await;
@@ -408,4 +423,28 @@ async fn a_partition_attached_later_gets_its_triggers_and_a_new_epoch() {
     let (applied, _) = changes_since(&app, "parts", &mut copy, cursor).await;
     assert_eq!(applied.len(), 1, "{applied:?}");
     assert_eq!(applied[0]["id"], 150, "{applied:?}");
+}
+
+#[tokio::test]
+async fn another_start_of_the_service_keeps_the_feed_and_its_cursors() {
+    let app = with_feeds(TIMED, &["visits", "days"]).await;
+    let cursor = cursor_now(&app, "days").await;
+    let epochs = "SELECT string_agg(epoch::text, ',' ORDER BY relid) FROM featurepipe.change_feeds";
+    let before = app.db.text(epochs).await;
+    // A replica, or the same service after a restart, reads the catalog
+    // again: what is installed is found current, nothing is made again.
+    let mut config = config(&app.db.url);
+    config.settings = Some(feeds_on("visits-days", &["visits", "days"]));
+    featurepipe::AppState::start(&config).await.unwrap();
+    app.state.reload_catalog();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(app.db.text(epochs).await, before);
+    execute(
+        &app,
+        "UPDATE days SET name = 'again' WHERE id = '2024-02-01'",
+    )
+    .await;
+    let mut copy = download(&app, "days").await;
+    let (applied, _) = changes_since(&app, "days", &mut copy, cursor).await;
+    assert_eq!(applied.len(), 1, "{applied:?}");
 }
