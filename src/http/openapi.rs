@@ -100,12 +100,11 @@ fn declare_limit(doc: &mut utoipa::openapi::OpenApi) {
     components
         .parameters
         .insert("limit".to_owned(), RefOr::T(limit));
+    // After the collection's id, where the handler's annotation would put it.
     let items = doc.paths.paths.get_mut("/collections/{collectionId}/items");
-    let parameters = items.and_then(|i| i.get.as_mut()?.parameters.as_mut());
-    for parameter in parameters.into_iter().flatten() {
-        if matches!(parameter, RefOr::T(p) if p.name == "limit") {
-            *parameter = RefOr::Ref(Ref::new("#/components/parameters/limit"));
-        }
+    if let Some(parameters) = items.and_then(|i| i.get.as_mut()?.parameters.as_mut()) {
+        let at = parameters.len().min(1);
+        parameters.insert(at, RefOr::Ref(Ref::new("#/components/parameters/limit")));
     }
 }
 

@@ -199,11 +199,10 @@ impl Verifier {
         message: &[u8],
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let bad = |_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding);
-        let (_, parsed) = x509_parser::parse_x509_certificate(cert).map_err(bad)?;
+        let bad = || rustls::Error::InvalidCertificate(CertificateError::BadEncoding);
+        let (_, parsed) = x509_parser::parse_x509_certificate(cert).map_err(|_| bad())?;
         let spki = SubjectPublicKeyInfoDer::from(parsed.tbs_certificate.subject_pki.raw);
-        let key = webpki::RawPublicKeyEntity::try_from(&spki)
-            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+        let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| bad())?;
         let candidates = self
             .algorithms
             .mapping
