@@ -275,27 +275,21 @@ async fn where_clients_choose_keys_the_key_is_a_property_too() {
     assert_eq!(read.body["id"], "P-7");
     assert_eq!(read.body["properties"]["code"], "P-7", "{:?}", read.body);
     // What was read is written back as it is; another key in it is a 400.
-    let geojson = [("content-type", "application/geo+json")];
+    let app = &app;
+    let put = |body: serde_json::Value| {
+        let geojson = [("content-type", "application/geo+json")];
+        let path = "/collections/plots/items/P-7";
+        async move {
+            app.send("PUT", path, &geojson, Some(body.to_string()))
+                .await
+        }
+    };
     let mut back = read.body.clone();
     back["properties"]["owner"] = json!("b");
-    let r = app
-        .send(
-            "PUT",
-            "/collections/plots/items/P-7",
-            &geojson,
-            Some(back.to_string()),
-        )
-        .await;
+    let r = put(back.clone()).await;
     assert!(r.status.is_success(), "{r:?}");
     back["properties"]["code"] = json!("P-8");
-    let r = app
-        .send(
-            "PUT",
-            "/collections/plots/items/P-7",
-            &geojson,
-            Some(back.to_string()),
-        )
-        .await;
+    let r = put(back).await;
     assert_eq!(r.status, 400, "{r:?}");
     // A key the database assigns stays out of the properties.
     assert_eq!(

@@ -243,13 +243,19 @@ async fn what_the_log_holds_never_panics_and_is_no_client_mistake() {
     assert_eq!(status, 500);
 }
 
+/// The app on a database set up with `setup`, with a feed on `collection`,
+/// reading its catalog again when the tables change (polled every 100 ms).
+async fn polling(setup: &str, collection: &str) -> TestApp {
+    let db = TestDb::new(setup).await;
+    let mut config = config(&db.url);
+    config.settings = Some(feeds_on(&format!("polled-{collection}"), &[collection]));
+    config.catalog_poll = Duration::from_millis(100);
+    TestApp::on(db, config).await
+}
+
 #[tokio::test]
 async fn a_trigger_that_fires_only_for_replicas_is_installed_again() {
-    let db = TestDb::new(PLACES).await;
-    let mut config = config(&db.url);
-    config.settings = Some(feeds_on("replica", &["places"]));
-    config.catalog_poll = Duration::from_millis(100);
-    let app = TestApp::on(db, config).await;
+    let app = polling(PLACES, "places").await;
     let before = cursor_now(&app, "places").await;
     execute(
         &app,
@@ -387,16 +393,13 @@ async fn a_thousand_long_polls_held_back_cost_the_database_a_few_queries_a_secon
 
 #[tokio::test]
 async fn a_partition_attached_later_gets_its_triggers_and_a_new_epoch() {
-    let db = TestDb::new(
+    let app = polling(
         "CREATE TABLE parts (id int PRIMARY KEY, name text, geom geometry(Point, 4326))
              PARTITION BY RANGE (id);
          CREATE TABLE parts_low PARTITION OF parts FOR VALUES FROM (MINVALUE) TO (100);",
+        "parts",
     )
     .await;
-    let mut config = config(&db.url);
-    config.settings = Some(feeds_on("attached", &["parts"]));
-    config.catalog_poll = Duration::from_millis(100);
-    let app = TestApp::on(db, config).await;
     let before = cursor_now(&app, "parts").await;
     execute(
         &app,

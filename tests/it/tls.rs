@@ -76,24 +76,10 @@ impl TlsServer {
             .unwrap();
         let ca = Ca::new("featurepipe test CA");
         let data = PathBuf::from(cluster.data());
-        let (cert, key) = ca.sign("localhost", &["localhost"]);
-        write_owned(&data.join("server.crt"), &cert, 0o644, &data);
-        write_owned(&data.join("server.key"), &key, 0o600, &data);
         write_owned(&data.join("ca.crt"), &ca.pem(), 0o644, &data);
-        let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
-        conf.push_str(
-            "\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n\
-             ssl_ca_file = 'ca.crt'\n",
-        );
-        write_owned(&data.join("postgresql.conf"), &conf, 0o600, &data);
-        write_owned(
-            &data.join("pg_hba.conf"),
-            "hostssl all certuser 127.0.0.1/32 cert\nhostssl all all 127.0.0.1/32 trust\n",
-            0o600,
-            &data,
-        );
-        cluster.stop().await;
-        cluster.start_again().await;
+        let server = ca.sign("localhost", &["localhost"]);
+        let hba = "hostssl all certuser 127.0.0.1/32 cert\nhostssl all all 127.0.0.1/32 trust\n";
+        tls_only(&cluster, server, "ssl_ca_file = 'ca.crt'\n", hba).await;
 
         let files = Scratch(scratch_dir("tls", 0o700));
         let other = Ca::new("a CA nobody here uses");
@@ -387,24 +373,27 @@ async fn pgbouncer_takes_tls_with_the_same_parameters() {
     write_and_read(&app, "through-pgbouncer").await;
 }
 
-/// A cluster that takes TLS connections only, with `cert` and `key` (PEM)
-/// as its certificate and key, and no client certificates.
-async fn tls_only_with(cert: &str, key: &str) -> OwnCluster {
-    let cluster = OwnCluster::start().await;
+/// Restart `cluster` taking TLS with `cert` and `key` (PEM), the settings
+/// `more` besides, and `hba` as its pg_hba.conf.
+async fn tls_only(cluster: &OwnCluster, (cert, key): (String, String), more: &str, hba: &str) {
     let data = PathBuf::from(cluster.data());
-    write_owned(&data.join("server.crt"), cert, 0o644, &data);
-    write_owned(&data.join("server.key"), key, 0o600, &data);
+    write_owned(&data.join("server.crt"), &cert, 0o644, &data);
+    write_owned(&data.join("server.key"), &key, 0o600, &data);
     let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
     conf.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+    conf.push_str(more);
     write_owned(&data.join("postgresql.conf"), &conf, 0o600, &data);
-    write_owned(
-        &data.join("pg_hba.conf"),
-        "hostssl all all 127.0.0.1/32 trust\n",
-        0o600,
-        &data,
-    );
+    write_owned(&data.join("pg_hba.conf"), hba, 0o600, &data);
     cluster.stop().await;
     cluster.start_again().await;
+}
+
+/// A cluster that takes TLS connections only, with `cert` and `key` (PEM)
+/// as its certificate and key, and no client certificates.
+async fn tls_only_with(cert: String, key: String) -> OwnCluster {
+    let cluster = OwnCluster::start().await;
+    let hba = "hostssl all all 127.0.0.1/32 trust\n";
+    tls_only(&cluster, (cert, key), "", hba).await;
     let admin = connect_tls_admin(&cluster).await;
     admin
         .batch_execute(&format!("CREATE EXTENSION postgis; {SETUP}"))
@@ -473,7 +462,7 @@ async fn prefer_and_require_encrypt_without_checking_the_certificate_as_libpq_do
         (params.self_signed(&key).unwrap().pem(), key.serialize_pem())
     };
     for (what, (cert, key)) in [("X.509 v1", v1), ("self-signed v3", self_signed)] {
-        let cluster = tls_only_with(&cert, &key).await;
+        let cluster = tls_only_with(cert, key).await;
         let port = cluster.port();
         for mode in ["prefer", "require"] {
             let url = format!("postgres://postgres@localhost:{port}/postgres?sslmode={mode}");
