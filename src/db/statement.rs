@@ -239,6 +239,7 @@ fn type_named(name: &str) -> Option<Type> {
         "float4[]" => Type::FLOAT4_ARRAY,
         "float8[]" => Type::FLOAT8_ARRAY,
         "text[]" => Type::TEXT_ARRAY,
+        "bytea[]" => Type::BYTEA_ARRAY,
         "uuid[]" => Type::UUID_ARRAY,
         "date[]" => Type::DATE_ARRAY,
         "timestamp[]" => Type::TIMESTAMP_ARRAY,

@@ -1,6 +1,15 @@
-//! Pipelined INSERTs: BEGIN, every INSERT (each with its own Sync) and COMMIT
+//! Pipelined INSERTs: BEGIN, the INSERTs (each with its own Sync) and COMMIT
 //! are sent before any answer is read; the answers are read back in order.
 //! Warm, a whole request costs one database round trip.
+//!
+//! A request of many features sends one INSERT per run of features that
+//! write the same columns within a batch, its values bound as arrays
+//! ([`sql::insert_many`]): the database then runs one statement (and a
+//! change feed's trigger once) per batch rather than per feature. When
+//! such a statement fails, the request is written again one statement a
+//! feature, which names the failing feature and field.
+
+use std::ops::Range;
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Error as PgError;
@@ -10,6 +19,8 @@ use std::time::Instant;
 use crate::catalog::Collection;
 use crate::db::costs::Cost;
 use crate::db::statement::{cache_room, prepare_in_flight, Naming, Stmt};
+use crate::feature::value::SqlValue;
+use crate::feature::FeatureRow;
 
 use super::guard::TxGuard;
 use super::pipeline::{Call, Calls};
@@ -31,18 +42,62 @@ pub struct Insert<'a> {
 /// An INSERT's answer: its key, or `None` when no row was inserted.
 pub type Answer = Result<Option<String>, PgError>;
 
+/// A statement's answer: the key of each feature it wrote, in order
+/// (`None` where no row was inserted); none for BEGIN and COMMIT.
+type Answers = Result<Vec<Option<String>>, PgError>;
+
+/// How one attempt at the write ended.
+enum Attempt {
+    /// With this answer.
+    Done(Result<WriteReport, Error>),
+    /// A statement of many features failed (and was rolled back): write
+    /// them again one statement a feature, to name the failing one, with
+    /// COMMIT waiting for every answer (a trigger may have skipped some).
+    OneByOne,
+}
+
 impl Insert<'_> {
     /// Write all rows in one transaction; ids in feature order, or a failure report.
     pub async fn run(self) -> Result<WriteReport, Error> {
-        let statements = self.prepare().await?;
+        let many = self.pipeline
+            && !self.job.coll.before_insert_trigger
+            && !self.skipping_trigger
+            && self.job.rows.len() > 1
+            && self
+                .job
+                .plan
+                .shapes
+                .iter()
+                .all(|shape| sql::insert_many(self.job.coll, shape, self.job.srid).is_some());
+        match self.attempt(many, self.skipping_trigger).await {
+            Attempt::Done(written) => written,
+            Attempt::OneByOne => {
+                tracing::debug!(collection = %self.job.coll.id, "a statement of many features failed; writing them one by one");
+                match self.attempt(false, true).await {
+                    Attempt::Done(written) => written,
+                    Attempt::OneByOne => unreachable!("one by one is not tried again"),
+                }
+            }
+        }
+    }
+
+    /// One transaction of the rows, `many` to a statement where they write
+    /// the same columns, else one a feature; COMMIT queued behind them
+    /// unless a `skipping_trigger` may skip rows.
+    async fn attempt(&self, many: bool, skipping_trigger: bool) -> Attempt {
+        let statements = match self.prepare(many).await {
+            Ok(statements) => statements,
+            Err(e) => return Attempt::Done(Err(e)),
+        };
         // A BEFORE INSERT trigger may skip a row (RETURN NULL) without an error:
         // then COMMIT must wait until every answer has been seen.
         // So must it when the response is to be stored before it (Idempotency-Key).
         let commit_queued = self.pipeline
             && !self.job.coll.before_insert_trigger
-            && !self.skipping_trigger
+            && !skipping_trigger
             && self.job.idempotency.is_none();
-        let mut calls = Calls::new(self.calls(&statements, commit_queued));
+        let units = units(self.job.rows, &self.job.plan.batches, many);
+        let mut calls = Calls::new(self.calls(&statements, &units, many, commit_queued));
         let mut tally = Tally::new(
             &self.job.plan.batches,
             self.job.coll.integer_key(),
@@ -59,9 +114,9 @@ impl Insert<'_> {
         if let Some(Err(e)) = calls.next().await {
             if commit_sent && e.as_db_error().is_none() {
                 // Lost with the whole flight, COMMIT included, sent.
-                return Err(super::outcome_unknown(&tally));
+                return Attempt::Done(Err(super::outcome_unknown(&tally)));
             }
-            return Err(Error::database("starting the transaction", &e));
+            return Attempt::Done(Err(Error::database("starting the transaction", &e)));
         }
         if self.pipeline {
             // BEGIN is answered at once: its answer takes a round trip.
@@ -70,13 +125,23 @@ impl Insert<'_> {
         if self.job.idempotency.is_some() {
             for _ in 0..2 {
                 if let Some(Err(e)) = calls.next().await {
-                    return Err(super::claim_failed(&e));
+                    return Attempt::Done(Err(super::claim_failed(&e)));
                 }
             }
         }
-        for feature in 0..self.job.rows.len() {
-            let answer = calls.next().await.expect("one answer per feature");
-            tally.record(feature, answer);
+        let mut again = false;
+        for unit in &units {
+            match calls.next().await.expect("one answer per statement") {
+                Ok(keys) => {
+                    for (feature, key) in unit.clone().zip(keys) {
+                        tally.record(feature, Ok(key));
+                    }
+                }
+                Err(e) => {
+                    again |= many && tally.failure.is_none() && e.as_db_error().is_some();
+                    tally.record(unit.start, Err(e));
+                }
+            }
             if !self.pipeline && tally.failure.is_some() {
                 break;
             }
@@ -86,7 +151,10 @@ impl Insert<'_> {
         let rows_took = sent.elapsed();
         let queued = match commit_queued {
             // After a failure the queued COMMIT comes back as a ROLLBACK.
-            true => Some((calls.next().await.expect("COMMIT was queued"), commit_sent)),
+            true => {
+                let commit = calls.next().await.expect("COMMIT was queued");
+                Some((commit.map(|_| None), commit_sent))
+            }
             false => None,
         };
         drop(calls);
@@ -94,56 +162,108 @@ impl Insert<'_> {
         let rows = job.rows.len();
         let (keyed, single) = (job.idempotency, job.single);
         let written = conclude(job.client, job.coll, single, keyed, tally, queued).await;
+        if again && written.is_err() {
+            return Attempt::OneByOne;
+        }
         if self.pipeline && written.is_ok() {
             job.costs.observe_rows(Cost::InsertRow, rows, rows_took);
         }
-        written
+        Attempt::Done(written)
     }
 
-    /// BEGIN, one INSERT per feature, and COMMIT if `commit`: not sent until polled.
-    /// An INSERT answers its key, or `None` when no row was inserted.
-    fn calls<'s>(&'s self, statements: &'s [Stmt], commit: bool) -> Vec<Call<'s, Answer>> {
-        let mut calls: Vec<Call<'s, Answer>> = Vec::with_capacity(self.job.rows.len() + 2);
+    /// BEGIN, one INSERT per unit of features (its values bound as arrays
+    /// when `many`), and COMMIT if `commit`: not sent until polled.
+    fn calls<'s>(
+        &'s self,
+        statements: &'s [Stmt],
+        units: &'s [Range<usize>],
+        many: bool,
+        commit: bool,
+    ) -> Vec<Call<'s, Answers>> {
+        let client = self.job.client;
+        let mut calls: Vec<Call<'s, Answers>> = Vec::with_capacity(units.len() + 4);
         calls.push(Box::pin(async move {
-            self.job.client.batch_execute("BEGIN").await.map(|()| None)
+            client.batch_execute("BEGIN").await.map(|()| Vec::new())
         }));
         if let Some(idem) = self.job.idempotency {
-            calls.extend(
-                super::claim_calls(idem, self.job.client).map(|call| {
-                    Box::pin(async move { call.await.map(|_| None) }) as Call<'s, Answer>
-                }),
-            );
-        }
-        for row in self.job.rows {
-            let statement = &statements[row.shape];
-            calls.push(Box::pin(async move {
-                let params: Vec<&(dyn ToSql + Sync)> = row.values.iter().map(|v| v as _).collect();
-                statement
-                    .query_opt(self.job.client, &params)
-                    .await
-                    .map(|r| r.map(|r| r.get(0)))
+            calls.extend(super::claim_calls(idem, client).map(|call| {
+                Box::pin(async move { call.await.map(|()| Vec::new()) }) as Call<'s, Answers>
             }));
+        }
+        for unit in units {
+            let rows = &self.job.rows[unit.clone()];
+            let statement = &statements[rows[0].shape];
+            calls.push(match rows {
+                [row] if !many => Box::pin(async move {
+                    let params: Vec<&(dyn ToSql + Sync)> =
+                        row.values.iter().map(|v| v as _).collect();
+                    let answer = statement.query_opt(client, &params).await?;
+                    Ok(vec![answer.map(|r| r.get(0))])
+                }),
+                rows => Box::pin(async move {
+                    let columns = columns_of(rows);
+                    let params: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c as _).collect();
+                    let answer = statement.query(client, &params).await?;
+                    Ok(answer.iter().map(|r| Some(r.get(0))).collect())
+                }),
+            });
         }
         if commit {
             calls.push(Box::pin(async move {
-                self.job.client.batch_execute("COMMIT").await.map(|()| None)
+                client.batch_execute("COMMIT").await.map(|()| Vec::new())
             }));
         }
         calls
     }
 
-    /// Prepare one INSERT per shape, all in one round trip.
-    async fn prepare(&self) -> Result<Vec<Stmt>, Error> {
+    /// Prepare one INSERT per shape (of `many` rows each, or of one), all
+    /// in one round trip.
+    async fn prepare(&self, many: bool) -> Result<Vec<Stmt>, Error> {
         let job = &self.job;
-        prepare_inserts(job.client, job.coll, &job.plan.shapes, job.srid, job.naming).await
+        let shapes = &job.plan.shapes;
+        let sqls: Vec<String> = match many {
+            true => shapes
+                .iter()
+                .map(|shape| sql::insert_many(job.coll, shape, job.srid).expect("checked by run"))
+                .collect(),
+            false => shapes
+                .iter()
+                .map(|shape| sql::insert(job.coll, shape, job.srid))
+                .collect(),
+        };
+        prepare_all(job.client, &sqls, job.naming).await
     }
 }
 
+/// The features each INSERT writes: runs of one shape within a batch when
+/// `many`, else one feature each.
+fn units(rows: &[FeatureRow], batches: &[Range<usize>], many: bool) -> Vec<Range<usize>> {
+    if !many {
+        return (0..rows.len()).map(|f| f..f + 1).collect();
+    }
+    let mut units = Vec::new();
+    for batch in batches {
+        let mut start = batch.start;
+        for f in batch.clone().skip(1) {
+            if rows[f].shape != rows[start].shape {
+                units.push(start..f);
+                start = f;
+            }
+        }
+        units.push(start..batch.end);
+    }
+    units
+}
+
+/// The values of rows of one shape, column by column: one array parameter
+/// per column.
+fn columns_of(rows: &[FeatureRow]) -> Vec<Vec<&SqlValue>> {
+    (0..rows[0].values.len())
+        .map(|c| rows.iter().map(|row| &row.values[c]).collect())
+        .collect()
+}
+
 /// Prepare one INSERT per column set of `shapes`, all in one round trip.
-///
-/// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`](crate::db::statement::STATEMENT_CACHE_LIMIT):
-/// clients whose features each leave out different properties would
-/// otherwise grow the cache (here and in the server) without bound.
 pub async fn prepare_inserts(
     client: &TxGuard,
     coll: &Collection,
@@ -151,20 +271,35 @@ pub async fn prepare_inserts(
     srid: i32,
     naming: Naming,
 ) -> Result<Vec<Stmt>, Error> {
+    let sqls: Vec<String> = shapes
+        .iter()
+        .map(|shape| sql::insert(coll, shape, srid))
+        .collect();
+    prepare_all(client, &sqls, naming).await
+}
+
+/// Prepare `sqls`, all in one round trip.
+///
+/// Statements are cached per connection, up to [`STATEMENT_CACHE_LIMIT`](crate::db::statement::STATEMENT_CACHE_LIMIT):
+/// clients whose features each leave out different properties would
+/// otherwise grow the cache (here and in the server) without bound.
+async fn prepare_all(
+    client: &TxGuard,
+    sqls: &[String],
+    naming: Naming,
+) -> Result<Vec<Stmt>, Error> {
     let room = cache_room(client);
-    let prepares: Vec<Call<'_, Result<Stmt, PgError>>> = shapes
+    let prepares: Vec<Call<'_, Result<Stmt, PgError>>> = sqls
         .iter()
         .enumerate()
-        .map(|(n, shape)| {
-            Box::pin(async move {
-                let sql = sql::insert(coll, shape, srid);
-                prepare_in_flight(client, &sql, naming.within(room, n)).await
-            }) as Call<'_, _>
+        .map(|(n, sql)| {
+            Box::pin(async move { prepare_in_flight(client, sql, naming.within(room, n)).await })
+                as Call<'_, _>
         })
         .collect();
     let mut calls = Calls::new(prepares);
     calls.send_all().await;
-    let mut statements = Vec::with_capacity(shapes.len());
+    let mut statements = Vec::with_capacity(sqls.len());
     while let Some(prepared) = calls.next().await {
         statements.push(prepared.map_err(|e| Error::database("preparing the insert", &e))?);
     }
@@ -238,5 +373,53 @@ pub async fn conclude(
             batches: tally.reports(true),
             ids: tally.ids,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(shapes: &[usize]) -> Vec<FeatureRow> {
+        shapes
+            .iter()
+            .map(|&shape| FeatureRow {
+                shape,
+                values: vec![SqlValue::Int4(shape as i32)],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn runs_of_one_shape_within_a_batch_share_a_statement() {
+        let rows = rows(&[0, 0, 1, 1, 1, 0, 0, 0]);
+        let batches = [0..4, 4..8];
+        assert_eq!(units(&rows, &batches, true), [0..2, 2..4, 4..5, 5..8]);
+        let one_each: Vec<_> = (0..8).map(|f| f..f + 1).collect();
+        assert_eq!(units(&rows, &batches, false), one_each);
+    }
+
+    #[test]
+    fn columns_are_bound_as_one_array_each() {
+        let rows = [
+            FeatureRow {
+                shape: 0,
+                values: vec![SqlValue::Int4(1), SqlValue::Null],
+            },
+            FeatureRow {
+                shape: 0,
+                values: vec![SqlValue::Int4(2), SqlValue::Text("b".into())],
+            },
+        ];
+        let columns = columns_of(&rows);
+        assert_eq!(columns.len(), 2);
+        assert!(matches!(
+            columns[0][..],
+            [SqlValue::Int4(1), SqlValue::Int4(2)]
+        ));
+        assert!(matches!(
+            columns[1][..],
+            [SqlValue::Null, SqlValue::Text(_)]
+        ));
     }
 }

@@ -1,19 +1,18 @@
 //! SQL text for writes, built only from catalog identifiers.
 
-use std::fmt::Write as _;
-
 use crate::catalog::{Collection, ColumnType, Identity, ScalarType};
 use crate::db::quote_ident;
 use crate::geometry::Crs;
 use crate::read::sql as read_sql;
 use crate::read::{Encoding, Rendering};
 
-/// The parameter expression for column `ci` bound as `$n`; geometries come
-/// as EWKB in SRID `srid` (the request's CRS).
-fn param_expr(coll: &Collection, ci: usize, n: usize, srid: i32) -> String {
+/// The expression that writes column `ci` from `arg`, a parameter (`$3`) or
+/// an element of one ([`insert_many`]) of type [`bound_type`]; geometries
+/// come as EWKB in SRID `srid` (the request's CRS).
+fn param_expr(coll: &Collection, ci: usize, arg: &str, srid: i32) -> String {
     match &coll.columns[ci].ty {
         ColumnType::Geometry(g) => {
-            let mut geom = format!("ST_GeomFromEWKB(${n}::bytea)");
+            let mut geom = format!("ST_GeomFromEWKB({arg}::bytea)");
             if let Some(to) = g.transform_to(srid) {
                 geom = format!("ST_Transform({geom}, {to})");
             }
@@ -23,52 +22,110 @@ fn param_expr(coll: &Collection, ci: usize, n: usize, srid: i32) -> String {
             geom
         }
         // numeric travels as text so that no digit is lost in a float.
-        ColumnType::Scalar(ScalarType::Numeric) => format!("${n}::text::numeric"),
+        ColumnType::Scalar(ScalarType::Numeric) => format!("{arg}::text::numeric"),
         // Text is not assigned to an enum without a cast.
         ColumnType::Scalar(ScalarType::Text { .. }) if coll.columns[ci].enum_type => {
-            format!("${n}::text::{}", coll.columns[ci].exact_type_sql)
+            format!("{arg}::text::{}", coll.columns[ci].exact_type_sql)
         }
-        ColumnType::Array(ScalarType::Numeric) => format!("${n}::text[]::numeric[]"),
-        ColumnType::Scalar(t) => format!("${n}::{}", t.param_type()),
-        ColumnType::Array(t) => format!("${n}::{}[]", t.param_type()),
+        ColumnType::Array(ScalarType::Numeric) => format!("{arg}::text[]::numeric[]"),
+        ColumnType::Scalar(t) => format!("{arg}::{}", t.param_type()),
+        ColumnType::Array(t) => format!("{arg}::{}[]", t.param_type()),
         ColumnType::Unsupported => unreachable!("validation never writes unsupported columns"),
     }
 }
 
-/// `INSERT … RETURNING key::text` writing exactly `columns`; the others take their defaults.
-pub fn insert(coll: &Collection, columns: &[usize], srid: i32) -> String {
+/// The type a scalar column's value is bound as; `None` for array columns
+/// (an array of them would not unnest row by row).
+fn bound_type(coll: &Collection, ci: usize) -> Option<&'static str> {
+    match &coll.columns[ci].ty {
+        ColumnType::Geometry(_) => Some("bytea"),
+        ColumnType::Scalar(t) => Some(t.param_type()),
+        ColumnType::Array(_) | ColumnType::Unsupported => None,
+    }
+}
+
+/// The column list of an INSERT of `columns`, with `OVERRIDING SYSTEM VALUE`
+/// when one of them is an identity column that is always generated.
+fn insert_into(coll: &Collection, columns: &[usize]) -> String {
+    let names: Vec<String> = columns
+        .iter()
+        .map(|&c| quote_ident(&coll.columns[c].name))
+        .collect();
+    let mut sql = format!(
+        "INSERT INTO {} ({})",
+        coll.qualified_name(),
+        names.join(", ")
+    );
+    if columns
+        .iter()
+        .any(|&c| coll.columns[c].identity == Identity::Always)
+    {
+        sql.push_str(" OVERRIDING SYSTEM VALUE");
+    }
+    sql
+}
+
+/// ` RETURNING key::text`.
+fn returning_key(coll: &Collection) -> String {
     let pk = coll
         .primary_key
         .expect("only writable collections are inserted into");
-    let mut sql = format!("INSERT INTO {}", coll.qualified_name());
-    if columns.is_empty() {
-        sql.push_str(" DEFAULT VALUES");
+    format!(" RETURNING {}::text", quote_ident(&coll.columns[pk].name))
+}
+
+/// `INSERT … RETURNING key::text` writing exactly `columns`; the others take their defaults.
+pub fn insert(coll: &Collection, columns: &[usize], srid: i32) -> String {
+    let mut sql = if columns.is_empty() {
+        format!("INSERT INTO {} DEFAULT VALUES", coll.qualified_name())
     } else {
-        let names: Vec<String> = columns
-            .iter()
-            .map(|&c| quote_ident(&coll.columns[c].name))
-            .collect();
         let params: Vec<String> = columns
             .iter()
             .enumerate()
-            .map(|(i, &c)| param_expr(coll, c, i + 1, srid))
+            .map(|(i, &c)| param_expr(coll, c, &format!("${}", i + 1), srid))
             .collect();
-        write!(sql, " ({})", names.join(", ")).expect("write to String");
-        if columns
-            .iter()
-            .any(|&c| coll.columns[c].identity == Identity::Always)
-        {
-            sql.push_str(" OVERRIDING SYSTEM VALUE");
-        }
-        write!(sql, " VALUES ({})", params.join(", ")).expect("write to String");
-    }
-    write!(
-        sql,
-        " RETURNING {}::text",
-        quote_ident(&coll.columns[pk].name)
-    )
-    .expect("write to String");
+        format!(
+            "{} VALUES ({})",
+            insert_into(coll, columns),
+            params.join(", ")
+        )
+    };
+    sql.push_str(&returning_key(coll));
     sql
+}
+
+/// One INSERT of many rows writing exactly `columns`, each bound as an
+/// array of its values (`$1::int4[]`, …, one element per row), answering
+/// the keys in the order of the rows; `None` when a column cannot be bound
+/// that way (arrays) or there is none.
+///
+/// The rows are inserted in the order of the arrays (`ORDER BY` the
+/// ordinality), and a CTE's rows are read in the order they were returned.
+/// A row that a trigger skipped fails the statement, so that a COMMIT sent
+/// behind it cannot keep the others without it; by a cast that cannot
+/// succeed rather than `featurepipe.fail`, which a caller's role
+/// (`[auth] set_role`) may not be allowed to run.
+pub fn insert_many(coll: &Collection, columns: &[usize], srid: i32) -> Option<String> {
+    let mut arrays = Vec::with_capacity(columns.len());
+    let mut values = Vec::with_capacity(columns.len());
+    let mut names = Vec::with_capacity(columns.len() + 1);
+    for (i, &ci) in columns.iter().enumerate() {
+        arrays.push(format!("${}::{}[]", i + 1, bound_type(coll, ci)?));
+        values.push(param_expr(coll, ci, &format!("u.c{i}"), srid));
+        names.push(format!("c{i}"));
+    }
+    let first = arrays.first()?.clone();
+    names.push("n".to_owned());
+    Some(format!(
+        "WITH ins AS ({} SELECT {} FROM unnest({}) WITH ORDINALITY AS u({}) ORDER BY u.n{} AS k) \
+         SELECT k FROM ins UNION ALL \
+         SELECT ('featurepipe: a trigger skipped ' || cardinality({first}) - c.n || ' features')::int::text \
+           FROM (SELECT count(*) FROM ins) AS c(n) WHERE c.n <> cardinality({first})",
+        insert_into(coll, columns),
+        values.join(", "),
+        arrays.join(", "),
+        names.join(", "),
+        returning_key(coll),
+    ))
 }
 
 /// Like [`insert`], but a row a BEFORE INSERT trigger skipped (FP422) is an
@@ -181,7 +238,7 @@ fn change_item_then(
             for (ci, column) in coll.columns.iter().enumerate() {
                 let given = columns.iter().position(|&c| c == ci);
                 let value = if let Some(i) = given {
-                    param_expr(coll, ci, i + 4, crs.srid)
+                    param_expr(coll, ci, &format!("${}", i + 4), crs.srid)
                 } else if replace && Some(ci) != coll.primary_key && !coll.kept_on_change(ci) {
                     "DEFAULT".to_owned()
                 } else {
@@ -236,7 +293,7 @@ pub fn insert_item(coll: &Collection, columns: &[usize], rendering: &Rendering) 
     let mut values = vec![exact_key(coll, pk)];
     for (i, &ci) in columns.iter().enumerate() {
         names.push(quote_ident(&coll.columns[ci].name));
-        values.push(param_expr(coll, ci, i + 2, crs.srid));
+        values.push(param_expr(coll, ci, &format!("${}", i + 2), crs.srid));
     }
     if let Some(ci) = coll.last_modified {
         names.push(quote_ident(&coll.columns[ci].name));

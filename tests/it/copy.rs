@@ -380,14 +380,22 @@ async fn pipelined_inserts_that_lose_a_row_to_a_trigger_created_after_start_up_s
         .batch_execute(PARTITION_TRIGGER)
         .await
         .unwrap();
-    // COMMIT went out with the rows, before the answers: the answer says
-    // what the database holds rather than "nothing was written".
+    // The INSERT of all 20 rows fails when it inserts fewer, so that the
+    // COMMIT sent with it keeps nothing; written again one by one, with
+    // COMMIT waiting for every answer, feature 7 is named.
     let r = app.post("parts", &numbered(20)).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["code"], "skipped_by_trigger", "{r:?}");
+    assert_eq!(r.body["errors"][0]["feature"], 7, "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM parts").await, 0);
+    // A request of one feature is one INSERT, and COMMIT went out with it:
+    // the answer says that it was skipped and nothing else was written.
+    let seven = collection(vec![point(0.07, 1.0, json!({"seq": 7}))]);
+    let r = app.post("parts", &seven).await;
     assert_eq!(r.status, 500, "{r:?}");
     let detail = r.body["detail"].as_str().unwrap();
-    assert!(detail.contains("skipped feature 7"), "{detail}");
-    assert!(detail.contains("other features were committed"), "{detail}");
-    assert_eq!(app.db.int("SELECT count(*) FROM parts").await, 19);
+    assert!(detail.contains("skipped feature 0"), "{detail}");
+    assert_eq!(app.db.int("SELECT count(*) FROM parts").await, 0);
 }
 
 /// Under `[auth] set_role`, a role the table's rights allow to INSERT.

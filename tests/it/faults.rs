@@ -40,7 +40,7 @@ async fn backend_terminated_mid_request() {
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
                           WHERE datname = current_database() AND pid <> pg_backend_pid() \
                             AND state = 'active' \
-                            AND (query LIKE 'INSERT INTO%big%' OR query LIKE 'COPY%big%')",
+                            AND (query LIKE '%INSERT INTO%big%' OR query LIKE 'COPY%big%')",
                         &[],
                     )
                     .await
@@ -100,7 +100,7 @@ async fn sigterm_lets_requests_in_flight_finish() {
             .client
             .query(
                 "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() \
-                   AND pid <> pg_backend_pid() AND query LIKE 'INSERT INTO%big%'",
+                   AND pid <> pg_backend_pid() AND query LIKE '%INSERT INTO%big%'",
                 &[],
             )
             .await

@@ -115,3 +115,62 @@ async fn no_free_connection_is_a_503_with_retry_after() {
     let r = app.post("pts", &point(0.0, 0.0, json!({"seq": 1}))).await;
     assert_eq!(r.status, 201, "{r:?}");
 }
+
+#[tokio::test]
+async fn features_that_write_other_columns_share_a_statement_with_their_run() {
+    // Every third feature leaves `name` out: runs of one shape, each one
+    // INSERT of many rows within its batch. The feed logs one entry per
+    // statement, which counts them.
+    let path = crate::changes::feeds_on("shapes", &["pts"]);
+    let app = TestApp::with_config(POINTS, |c| {
+        c.batch_size = 128;
+        c.settings = Some(path);
+        c.write_strategy = featurepipe::write::Strategy::Insert;
+    })
+    .await;
+    let features: Vec<_> = (0..300)
+        .map(|i| {
+            let props = match i % 3 {
+                2 => json!({"seq": i}),
+                _ => json!({"seq": i, "name": format!("p{i}")}),
+            };
+            point(i as f64 / 10.0, 45.0, props)
+        })
+        .collect();
+    let r = app.post("pts", &collection(features)).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let ids = r.body["ids"].as_array().unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        let row =
+            format!("SELECT seq::int8 FROM pts WHERE id = {id} AND (name IS NULL) = ({i} % 3 = 2)");
+        assert_eq!(
+            app.db.int(&row).await,
+            i as i64,
+            "id {id} belongs to feature {i}"
+        );
+    }
+    // Runs of 2 and 1 alternate: 200 + 100 statements, less the runs the
+    // batch boundaries (128, 256) join or cut.
+    let statements = app.db.int("SELECT count(*) FROM featurepipe.changes").await;
+    let runs = |range: std::ops::Range<i64>| {
+        let shapes: Vec<bool> = range.map(|i| i % 3 == 2).collect();
+        1 + shapes.windows(2).filter(|w| w[0] != w[1]).count() as i64
+    };
+    assert_eq!(statements, runs(0..128) + runs(128..256) + runs(256..300));
+    let keys = "SELECT sum(cardinality(keys)) FROM featurepipe.changes";
+    assert_eq!(app.db.int(keys).await, 300);
+    // Runs of one shape are one statement a batch.
+    let same: Vec<_> = (0..300)
+        .map(|i| point(0.0, 0.0, json!({"seq": i, "name": "same"})))
+        .collect();
+    app.db
+        .client
+        .batch_execute("TRUNCATE featurepipe.changes")
+        .await
+        .unwrap();
+    assert_eq!(app.post("pts", &collection(same)).await.status, 201);
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM featurepipe.changes").await,
+        3
+    );
+}
