@@ -150,3 +150,45 @@ pub fn feature_schema(coll: &Collection, id: &str) -> Value {
     }
     schema
 }
+
+/// The queryables of `coll` (OGC API - Features Part 3), the `columns` a
+/// filter may name, published at `id`: each with one type as a string (no
+/// `"null"`: a filter compares values, and clients such as QGIS read only
+/// a single type), the geometry by its format and role.
+pub fn queryables_schema(
+    coll: &Collection,
+    columns: impl Iterator<Item = usize>,
+    id: &str,
+) -> Value {
+    let mut properties = Map::new();
+    for ci in columns {
+        let col = &coll.columns[ci];
+        let mut s = match &col.ty {
+            ColumnType::Scalar(t) => {
+                let full = scalar(*t);
+                let mut s = json!({"type": full["type"]});
+                if let Some(format) = full.get("format") {
+                    s["format"] = format.clone();
+                }
+                s
+            }
+            ColumnType::Geometry(g) => {
+                json!({"format": geometry_format(g.kind), "x-ogc-role": "primary-geometry"})
+            }
+            _ => continue,
+        };
+        s["title"] = json!(col.name);
+        if let Some(role) = coll.time.and_then(|t| t.role(ci)) {
+            s["x-ogc-role"] = json!(role);
+        }
+        properties.insert(col.name.clone(), s);
+    }
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": id,
+        "type": "object",
+        "title": coll.title.as_deref().unwrap_or(&coll.id),
+        "properties": properties,
+        "additionalProperties": false,
+    })
+}

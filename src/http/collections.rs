@@ -15,10 +15,11 @@ use super::problem::{ApiError, Problem};
 use super::query_pairs;
 use super::representation::GEOJSON;
 use crate::auth::Caller;
-use crate::catalog::schema::feature_schema;
+use crate::catalog::schema::{feature_schema, queryables_schema};
 use crate::catalog::Collection;
 use crate::geometry::crs;
 use crate::http::app::AppState;
+use crate::read::filter;
 use crate::read::params::{only_format, percent_encode};
 
 /// The description of one collection, with its extent when it has features.
@@ -82,6 +83,13 @@ async fn describe(
                 "http://www.opengis.net/def/rel/ogc/1.0/schema",
                 "application/schema+json",
                 "Returnables and receivables of its features",
+            ),
+            // Part 3: what a filter may name.
+            base.link(
+                &format!("{path}/queryables"),
+                "http://www.opengis.net/def/rel/ogc/1.0/queryables",
+                "application/schema+json",
+                "What a filter (CQL2) of its features may name",
             ),
         ])
         .collect(),
@@ -154,14 +162,48 @@ pub async fn schema(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
-    only_format(&query_pairs(query.as_deref())?)?;
-    let id = format!("{}/collections/{}/schema", base.0, percent_encode(&coll.id));
+    schema_document(&coll, &base, query.as_deref(), "schema", feature_schema)
+}
+
+/// What a filter of the collection may name.
+#[utoipa::path(
+    get,
+    path = "/collections/{collectionId}/queryables",
+    tag = "Capabilities",
+    summary = "The queryables: what a filter (CQL2) may name, and their types",
+    operation_id = "queryables",
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("f" = Option<String>, Query, description = "Output format: json (the only one)")),
+    responses((status = 200, description = "JSON Schema (2020-12) of the queryables (OGC API - Features Part 3): the properties of simple types, each with one type, and the geometry with its format and x-ogc-role", content_type = "application/schema+json", body = Object), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"))
+)]
+pub async fn queryables(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(collection_id): Path<String>,
+    base: BaseUrl,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let coll = state.to_read(&caller, &collection_id)?;
+    schema_document(&coll, &base, query.as_deref(), "queryables", |coll, id| {
+        queryables_schema(coll, filter::queryables(coll), id)
+    })
+}
+
+/// The JSON Schema `make` makes of `coll`, published at its `tail`.
+fn schema_document(
+    coll: &Collection,
+    base: &BaseUrl,
+    query: Option<&str>,
+    tail: &str,
+    make: impl FnOnce(&Collection, &str) -> serde_json::Value,
+) -> Result<Response, ApiError> {
+    only_format(&query_pairs(query)?)?;
+    let id = format!("{}/collections/{}/{tail}", base.0, percent_encode(&coll.id));
     Ok((
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/schema+json"),
         )],
-        Json(feature_schema(&coll, &id)),
+        Json(make(coll, &id)),
     )
         .into_response())
 }

@@ -42,6 +42,24 @@ pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-common-3/1.0/conf/returnables-and-receivables",
     jsonfg::CORE,
     jsonfg::TYPES_SCHEMAS,
+    // Part 3 and CQL2 (`read::filter`): filters by cql2-text or cql2-json,
+    // with the functions and operators below; not accent-insensitive
+    // comparison (ACCENTI) nor array functions.
+    "http://www.opengis.net/spec/ogcapi-features-3/1.0/conf/queryables",
+    "http://www.opengis.net/spec/ogcapi-features-3/1.0/conf/queryables-query-parameters",
+    "http://www.opengis.net/spec/ogcapi-features-3/1.0/conf/filter",
+    "http://www.opengis.net/spec/ogcapi-features-3/1.0/conf/features-filter",
+    "http://www.opengis.net/spec/cql2/1.0/conf/cql2-text",
+    "http://www.opengis.net/spec/cql2/1.0/conf/cql2-json",
+    "http://www.opengis.net/spec/cql2/1.0/conf/basic-cql2",
+    "http://www.opengis.net/spec/cql2/1.0/conf/advanced-comparison-operators",
+    "http://www.opengis.net/spec/cql2/1.0/conf/case-insensitive-comparison",
+    "http://www.opengis.net/spec/cql2/1.0/conf/basic-spatial-functions",
+    "http://www.opengis.net/spec/cql2/1.0/conf/basic-spatial-functions-plus",
+    "http://www.opengis.net/spec/cql2/1.0/conf/spatial-functions",
+    "http://www.opengis.net/spec/cql2/1.0/conf/temporal-functions",
+    "http://www.opengis.net/spec/cql2/1.0/conf/property-property",
+    "http://www.opengis.net/spec/cql2/1.0/conf/arithmetic",
 ];
 
 /// The landing page: where the API, its conformance and its data are.

@@ -51,6 +51,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(collections::list))
         .routes(routes!(collections::one))
         .routes(routes!(collections::schema))
+        .routes(routes!(collections::queryables))
         .routes(routes!(items::list, items::create, items::options))
         .routes(routes!(changes::list))
         .routes(routes!(transactions::create))

@@ -13,7 +13,7 @@ use crate::geometry::Crs;
 /// feature, `place` in `crs`. In CRS84 `place` is null and the geometry is
 /// `geometry`'s alone (JSON-FG /req/core/place-geometries). The temporal
 /// columns are `time`, and not also properties (as ldproxy has them).
-pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
+pub fn feature_columns(coll: &Collection, crs: &Crs, hidden: &[usize]) -> String {
     let wgs84 = format!(
         "ST_AsGeoJSON({}, 15, 0)::json",
         geometry_in(coll, &Crs::crs84())
@@ -22,14 +22,15 @@ pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
         CRS84 => "NULL::json".to_owned(),
         _ => format!("ST_AsGeoJSON({}, 15, 0)::json", geometry_in(coll, crs)),
     };
-    let (time, temporal) = match coll.time {
+    let (time, mut shown_elsewhere) = match coll.time {
         Some(t) => (time(coll, t), t.columns().collect()),
         None => ("NULL::json".to_owned(), Vec::new()),
     };
+    shown_elsewhere.extend_from_slice(hidden);
     feature_object(
         coll,
         &format!("'time', {time}, 'place', {place}, 'geometry', {wgs84}"),
-        &temporal,
+        &shown_elsewhere,
     )
 }
 

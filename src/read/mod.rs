@@ -4,6 +4,7 @@
 
 pub mod cover;
 pub mod extent;
+pub mod filter;
 pub mod jsonfg;
 pub mod params;
 pub mod sql;
@@ -132,6 +133,11 @@ fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> Str
         conds.push(sql::column_equals(coll, *ci, params.len() + 1));
         params.push(Box::new(value.clone()));
     }
+    if let Some(filter) = &query.filter {
+        let (cond, values) = filter.sql(params.len() + 1);
+        conds.push(cond);
+        params.extend(values);
+    }
     if conds.is_empty() {
         String::new()
     } else {
@@ -159,14 +165,17 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     let client = db.connection().await?;
     let mut params: Params = Vec::new();
     let filter = conditions(coll, query, &mut params);
-    let order = match coll.primary_key {
-        Some(pk) => sql::col(coll, pk),
-        None => "t.ctid".into(),
+    let order = sql::order_by(coll, query.sortby.as_ref().map_or(&[][..], |(by, _)| by));
+    let hidden: Vec<usize> = match &query.properties {
+        Some((shown, _)) => sql::property_columns(coll)
+            .filter(|ci| !shown.contains(ci))
+            .collect(),
+        None => Vec::new(),
     };
     let n = params.len();
     let select = format!(
         "{}{filter} ORDER BY {order} LIMIT ${}::int8 OFFSET ${}::int8",
-        sql::select_features(coll, &query.crs, query.encoding),
+        sql::select_features_but(coll, &query.crs, query.encoding, &hidden),
         n + 1,
         n + 2
     );

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime};
 
+use super::filter::{Filter, Lang};
 use super::Encoding;
 use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::error::{Error, ErrorKind};
@@ -40,6 +41,14 @@ pub struct ItemsQuery {
     /// columns) meets it; in a collection without one it matches every
     /// feature (OGC API - Features 7.15.6).
     pub datetime: Option<Datetime>,
+    /// `filter` (CQL2, with `filter-lang` and `filter-crs`): only the
+    /// features that match it.
+    pub filter: Option<Filter>,
+    /// `sortby`: the columns features are ordered by, each descending or
+    /// not, before the key; as given, for paging links.
+    pub sortby: Option<(Vec<(usize, bool)>, String)>,
+    /// `properties`: the only properties shown; as given, for paging links.
+    pub properties: Option<(Vec<usize>, String)>,
     /// How the features are encoded (the HTTP layer's choice).
     pub encoding: Encoding,
 }
@@ -102,8 +111,12 @@ impl ItemsQuery {
             bbox: None,
             filters: Vec::new(),
             datetime: None,
+            filter: None,
+            sortby: None,
+            properties: None,
             encoding: Encoding::GeoJson,
         };
+        let (mut filter, mut filter_lang, mut filter_crs) = (None, Lang::Text, None);
         for (i, (name, value)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(n, _)| n == name) {
                 return Err(bad(name, "given more than once"));
@@ -129,11 +142,18 @@ impl ItemsQuery {
                 "bbox-crs" => bbox_crs = Some(offered_crs(coll, name, value)?),
                 "crs" => query.crs = offered_crs(coll, name, value)?.clone(),
                 "datetime" => query.datetime = Some(checked_datetime(value)?),
+                "filter" => filter = Some(value),
+                "sortby" => query.sortby = Some((sortby(coll, value)?, value.clone())),
+                "properties" => {
+                    query.properties = Some((properties(coll, value)?, value.clone()))
+                }
+                "filter-lang" => filter_lang = Lang::named(value)?,
+                "filter-crs" => filter_crs = Some((offered_crs(coll, name, value)?, value)),
                 other => match coll.column_index(other) {
                     Some(ci) if filterable(coll, ci) => query.filters.push((ci, value.clone())),
                     _ => return Err(unknown_parameter(
                         other,
-                        "limit, offset, bbox, bbox-crs, crs, datetime, f and its properties of simple types",
+                        "limit, offset, bbox, bbox-crs, crs, datetime, filter, filter-lang, filter-crs, sortby, properties, f and its properties of simple types",
                     )),
                 },
             }
@@ -151,6 +171,17 @@ impl ItemsQuery {
             (None, Some(_)) => return Err(bad("bbox-crs", "is given without bbox")),
             (None, None) => None,
         };
+        query.filter = match (filter, filter_crs) {
+            (Some(given), crs) => Some(Filter::parse(
+                coll,
+                given,
+                filter_lang,
+                crs.map_or(&coll.crs[0], |(crs, _)| crs),
+                crs.map(|(_, given)| given.clone()),
+            )?),
+            (None, Some(_)) => return Err(bad("filter-crs", "is given without filter")),
+            (None, None) => None,
+        };
         Ok(query)
     }
 
@@ -166,6 +197,23 @@ impl ItemsQuery {
         if let Some(datetime) = &self.datetime {
             parts.push(format!("datetime={}", percent_encode(&datetime.given)));
         }
+        if let Some(filter) = &self.filter {
+            parts.push(format!("filter={}", percent_encode(&filter.given)));
+            if filter.lang != Lang::Text {
+                parts.push(format!("filter-lang={}", filter.lang.name()));
+            }
+            if let Some(crs) = &filter.crs {
+                parts.push(format!("filter-crs={}", percent_encode(crs)));
+            }
+        }
+        let sortby = self.sortby.as_ref().map(|(_, given)| ("sortby", given));
+        let properties = self
+            .properties
+            .as_ref()
+            .map(|(_, given)| ("properties", given));
+        for (name, given) in sortby.into_iter().chain(properties) {
+            parts.push(format!("{name}={}", percent_encode(given)));
+        }
         if self.crs.uri != crs::CRS84 {
             parts.push(format!("crs={}", percent_encode(&self.crs.uri)));
         }
@@ -178,6 +226,46 @@ impl ItemsQuery {
         }
         parts.join("&")
     }
+}
+
+/// `sortby`: comma-separated sortables (the queryables but the geometry),
+/// each `-` for descending, `+` or nothing for ascending.
+fn sortby(coll: &Collection, value: &str) -> Result<Vec<(usize, bool)>, Error> {
+    value
+        .split(',')
+        .map(|term| {
+            let term = term.trim();
+            let (name, descending) = match term.as_bytes().first() {
+                Some(b'-') => (&term[1..], true),
+                Some(b'+') => (&term[1..], false),
+                _ => (term, false),
+            };
+            let ci = coll
+                .column_index(name)
+                .filter(|&ci| ci != coll.geometry && super::filter::queryables(coll).any(|q| q == ci))
+                .ok_or_else(|| bad("sortby", format!("'{name}' is not a sortable of this collection (its queryables but the geometry)")))?;
+            Ok((ci, descending))
+        })
+        .collect()
+}
+
+/// `properties`: comma-separated published properties; none when empty.
+fn properties(coll: &Collection, value: &str) -> Result<Vec<usize>, Error> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            coll.column_index(name)
+                .filter(|&ci| super::sql::property_columns(coll).any(|p| p == ci))
+                .ok_or_else(|| {
+                    bad(
+                        "properties",
+                        format!("'{name}' is not a property of this collection"),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// Published properties of scalar types can be filtered on by equality

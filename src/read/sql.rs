@@ -36,6 +36,31 @@ pub fn geometry_in(coll: &Collection, crs: &Crs) -> String {
     }
 }
 
+/// `ORDER BY` the columns `by` (descending where marked), strings in
+/// code-point order as filters compare them, then the key (or the row's
+/// place, without one): pages stay apart however many features share a
+/// value.
+pub fn order_by(coll: &Collection, by: &[(usize, bool)]) -> String {
+    let mut terms: Vec<String> = by
+        .iter()
+        .map(|&(ci, descending)| {
+            let collate = match coll.columns[ci].ty {
+                ColumnType::Scalar(ScalarType::Text { .. }) if !coll.columns[ci].enum_type => {
+                    " COLLATE \"C\""
+                }
+                _ => "",
+            };
+            let direction = if descending { " DESC" } else { "" };
+            format!("{}{collate}{direction}", col(coll, ci))
+        })
+        .collect();
+    terms.push(match coll.primary_key {
+        Some(pk) => col(coll, pk),
+        None => "t.ctid".into(),
+    });
+    terms.join(", ")
+}
+
 /// Columns published as properties: all but the feature geometry, and the
 /// key unless clients choose keys. Then it is a property too, so that a
 /// client that takes its fields from the properties and leaves `id` out of
@@ -51,12 +76,12 @@ pub fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
 /// The feature is assembled by PostgreSQL as GeoJSON text; the ETag is the
 /// md5 of the whole stored row, so it changes with any column and does not
 /// depend on the CRS the feature is read in.
-pub fn feature_columns(coll: &Collection, crs: &Crs) -> String {
+pub fn feature_columns(coll: &Collection, crs: &Crs, hidden: &[usize]) -> String {
     let geometry = format!(
         "'geometry', ST_AsGeoJSON({}, 15, 0)::json",
         geometry_in(coll, crs)
     );
-    feature_object(coll, &geometry, &[])
+    feature_object(coll, &geometry, hidden)
 }
 
 /// [`feature_columns`] of a feature whose geometry is given by the
@@ -108,15 +133,35 @@ fn property(coll: &Collection, ci: usize) -> String {
 
 /// [`feature_columns`] of the feature as `encoding` has it.
 pub fn feature_columns_as(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
+    feature_columns_but(coll, crs, encoding, &[])
+}
+
+/// [`feature_columns_as`] without the `hidden` properties.
+fn feature_columns_but(
+    coll: &Collection,
+    crs: &Crs,
+    encoding: Encoding,
+    hidden: &[usize],
+) -> String {
     match encoding {
-        Encoding::GeoJson => feature_columns(coll, crs),
-        Encoding::JsonFg => jsonfg::feature_columns(coll, crs),
+        Encoding::GeoJson => feature_columns(coll, crs, hidden),
+        Encoding::JsonFg => jsonfg::feature_columns(coll, crs, hidden),
     }
 }
 
 /// `SELECT <feature columns> FROM <table> AS t`, features as `encoding` has them.
 pub fn select_features(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
-    let columns = feature_columns_as(coll, crs, encoding);
+    select_features_but(coll, crs, encoding, &[])
+}
+
+/// [`select_features`] without the `hidden` properties.
+pub fn select_features_but(
+    coll: &Collection,
+    crs: &Crs,
+    encoding: Encoding,
+    hidden: &[usize],
+) -> String {
+    let columns = feature_columns_but(coll, crs, encoding, hidden);
     format!("SELECT {columns} FROM {} AS t", coll.qualified_name())
 }
 

@@ -20,6 +20,7 @@ mod extents;
 mod failures;
 mod faults;
 mod feed_trust;
+mod filters;
 mod geography_bbox;
 mod geometries;
 mod hostile;

@@ -47,7 +47,7 @@ async fn every_documented_operation_is_routed() {
             operations += 1;
         }
     }
-    assert_eq!(operations, 19);
+    assert_eq!(operations, 20);
     // Problem documents, the bulk report and the collection are described.
     for schema in [
         "SessionReport",
