@@ -269,12 +269,14 @@ pub fn router(state: AppState) -> Router {
         None => routes,
     };
     let stale = axum::middleware::from_fn_with_state(state.clone(), reload_when_stale);
+    let written = axum::middleware::from_fn_with_state(state.clone(), extents_after_writes);
     // No answer is to be sniffed into another type (a JSON body into HTML).
     let nosniff = SetResponseHeaderLayer::if_not_present(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
     routes
+        .layer(written)
         .layer(stale)
         .layer(axum::middleware::from_fn(crate::http::telemetry::observe))
         .layer(nosniff)
@@ -286,6 +288,32 @@ pub fn metrics_router(state: AppState) -> Router {
     Router::new()
         .route("/metrics", get(crate::http::telemetry::metrics))
         .with_state(state)
+}
+
+/// After a write that succeeded, the extent of the collection it wrote
+/// (of every collection, after an edit session) is computed again before
+/// it is next shown: clients such as QGIS check the features they read
+/// against it.
+async fn extents_after_writes(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let writes = !request.method().is_safe();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    if writes && response.status().is_success() {
+        let mut parts = path.trim_start_matches('/').split('/');
+        match (parts.next(), parts.next()) {
+            (Some("collections"), Some(id)) => {
+                let id = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+                state.extents.written(Some(&id));
+            }
+            (Some("transactions"), _) => state.extents.written(None),
+            _ => {}
+        }
+    }
+    response
 }
 
 /// Read the catalog again at once when an answer says it is older than the

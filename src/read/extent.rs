@@ -3,7 +3,7 @@
 //! tables never analyzed) the extent is a scan of the whole table, and
 //! `GET /collections` would otherwise run one per collection per request.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,11 @@ type Slot = Arc<tokio::sync::Mutex<Option<(Instant, Bbox)>>>;
 #[derive(Default, Debug)]
 pub struct ExtentCache {
     slots: Mutex<HashMap<(String, Option<String>), Slot>>,
+    /// Collections the service has written since it started (`true`:
+    /// every one, after an edit session): their statistics may not know
+    /// the new rows (autovacuum analyzes later), so their extents are
+    /// computed rather than estimated.
+    written: Mutex<(HashSet<String>, bool)>,
 }
 
 impl ExtentCache {
@@ -45,7 +50,11 @@ impl ExtentCache {
                 return Ok(bbox);
             }
         }
-        let bbox = match super::extent(db, coll).await {
+        let exact = {
+            let (ids, every) = &*self.written.lock().expect("no panics while locked");
+            *every || ids.contains(&coll.id)
+        };
+        let bbox = match super::extent(db, coll, exact).await {
             Ok(bbox) => bbox,
             // A row no CRS84 box can hold (stored by another program far
             // outside its CRS) must not take the collection list down:
@@ -58,6 +67,23 @@ impl ExtentCache {
         };
         *last = Some((Instant::now(), bbox));
         Ok(bbox)
+    }
+
+    /// The service has written `collection` (`None`: any, by an edit
+    /// session): its extent is computed again, exactly, when next asked for.
+    pub fn written(&self, collection: Option<&str>) {
+        let mut slots = self.slots.lock().expect("no panics while locked");
+        let (ids, every) = &mut *self.written.lock().expect("no panics while locked");
+        match collection {
+            Some(id) => {
+                ids.insert(id.to_owned());
+                slots.retain(|(slot, _), _| slot != id);
+            }
+            None => {
+                *every = true;
+                slots.clear();
+            }
+        }
     }
 
     /// Drop the extents of these collections (their tables changed), for

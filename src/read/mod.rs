@@ -249,10 +249,15 @@ pub async fn item_in(
 }
 
 /// The collection's extent in CRS84 (min lon, min lat, max lon, max lat), if
-/// it has features; [`extent::ExtentCache`] keeps it.
-pub async fn extent(db: &Database, coll: &Collection) -> Result<Option<[f64; 4]>, Error> {
+/// it has features, computed rather than estimated when `exact`
+/// ([`sql::extent`]); [`extent::ExtentCache`] keeps it.
+pub async fn extent(
+    db: &Database,
+    coll: &Collection,
+    exact: bool,
+) -> Result<Option<[f64; 4]>, Error> {
     let client = db.connection().await?;
-    let sql = sql::extent(coll);
+    let sql = sql::extent(coll, exact);
     let names = [&coll.schema, &coll.table, &coll.columns[coll.geometry].name];
     let params: Vec<&(dyn ToSql + Sync)> = if coll.geometry_column().geography {
         Vec::new()

@@ -264,9 +264,16 @@ fn points_only(gc: &GeometryColumn) -> bool {
     )
 }
 
+/// Tables of at least this many rows (as PostgreSQL estimates) keep the
+/// estimated extent after the service's writes: a scan would cost seconds.
+pub const EXACT_EXTENT_ROWS: u32 = 1_000_000;
+
 /// The table's extent in CRS84: estimated from statistics, computed when
-/// there are none. Geometry columns take (schema, table, column) as `$1..$3`.
-pub fn extent(coll: &Collection) -> String {
+/// there are none, or when `exact` (the service has written the table, and
+/// the statistics may not know it yet) and the table has fewer than
+/// [`EXACT_EXTENT_ROWS`] rows. Geometry columns take (schema, table,
+/// column) as `$1..$3`.
+pub fn extent(coll: &Collection, exact: bool) -> String {
     let gc = coll.geometry_column();
     let name = quote_ident(&coll.columns[coll.geometry].name);
     let srid = if gc.geography || gc.srid == 0 {
@@ -278,11 +285,15 @@ pub fn extent(coll: &Collection) -> String {
         "(SELECT ST_Extent({name}::geometry) FROM {})",
         coll.qualified_name()
     );
-    let estimated = if gc.geography {
+    let estimated = match (gc.geography, exact) {
         // Statistics of geography columns are not boxes in degrees.
-        "NULL::box2d"
-    } else {
-        "ST_EstimatedExtent($1::text, $2::text, $3::text)"
+        (true, _) => "NULL::box2d".to_owned(),
+        (false, false) => "ST_EstimatedExtent($1::text, $2::text, $3::text)".to_owned(),
+        (false, true) => format!(
+            "CASE WHEN (SELECT c.reltuples FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace \
+                         WHERE n.nspname = $1::text AND c.relname = $2::text) >= {EXACT_EXTENT_ROWS} \
+                  THEN ST_EstimatedExtent($1::text, $2::text, $3::text) END"
+        ),
     };
     format!(
         "SELECT ST_XMin(e), ST_YMin(e), ST_XMax(e), ST_YMax(e) FROM \

@@ -129,3 +129,22 @@ async fn gdal_types_a_float_column_real_when_its_first_values_are_whole() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("level (Real) = 15.5"), "{text}");
 }
+
+#[tokio::test]
+async fn owslib_reads_queryables_and_filters_by_cql2() {
+    let app = TestApp::new(SETUP).await;
+    let served = Served::start(&app).await;
+    let python = std::env::var("FEATUREPIPE_TEST_PYTHON")
+        .expect("FEATUREPIPE_TEST_PYTHON is not set: run the tests with `make test`");
+    let out = run(&python, &["tests/clients/owslib_filter.py", &served.url]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "elevation,geom,name");
+    // elevation = i * 10.5 > 200: i >= 20; named "station 2…": 20..23.
+    assert_eq!(lines[1], "station 23,station 22,station 21,station 20");
+}
