@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-concurrency build lint fmt openapi screenshots
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-concurrency build lint fmt openapi screenshots test-qgis
 
 run:
 	scripts/dev.sh
@@ -62,6 +62,11 @@ fmt:
 # Regenerate the committed OpenAPI document from the code (a test checks they agree).
 openapi:
 	cargo run --quiet -- openapi > openapi/featurepipe.json
+
+# Real QGIS 3.40, headless in a Debian trixie chroot (made once, cached in
+# /var/cache/featurepipe/qgis-trixie), edits and filters a collection (as root).
+test-qgis:
+	scripts/test-qgis.sh
 
 # The streaming test of a 500 MB gzip body (tests/it/streaming.rs), in a release build.
 test-huge:

@@ -47,6 +47,22 @@ fn geometry_format(kind: Option<GeometryType>) -> &'static str {
     }
 }
 
+/// The schema geojson.org publishes for a geometry of this type.
+fn geojson_schema(kind: Option<GeometryType>) -> &'static str {
+    match kind {
+        Some(GeometryType::Point) => "https://geojson.org/schema/Point.json",
+        Some(GeometryType::LineString) => "https://geojson.org/schema/LineString.json",
+        Some(GeometryType::Polygon) => "https://geojson.org/schema/Polygon.json",
+        Some(GeometryType::MultiPoint) => "https://geojson.org/schema/MultiPoint.json",
+        Some(GeometryType::MultiLineString) => "https://geojson.org/schema/MultiLineString.json",
+        Some(GeometryType::MultiPolygon) => "https://geojson.org/schema/MultiPolygon.json",
+        Some(GeometryType::GeometryCollection) => {
+            "https://geojson.org/schema/GeometryCollection.json"
+        }
+        _ => "https://geojson.org/schema/Geometry.json",
+    }
+}
+
 /// The schema of a column's values: type (with `"null"` when it may be
 /// NULL, as features are read with a `null` there), format, length, bounds
 /// and the values allowed. A spatial property has a format and no type.
@@ -172,9 +188,13 @@ pub fn queryables_schema(
                 }
                 s
             }
-            ColumnType::Geometry(g) => {
-                json!({"format": geometry_format(g.kind), "x-ogc-role": "primary-geometry"})
-            }
+            // The GeoJSON schema too: QGIS takes a queryable for the
+            // geometry only by its `$ref`.
+            ColumnType::Geometry(g) => json!({
+                "$ref": geojson_schema(g.kind),
+                "format": geometry_format(g.kind),
+                "x-ogc-role": "primary-geometry",
+            }),
             _ => continue,
         };
         s["title"] = json!(col.name);

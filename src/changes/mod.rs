@@ -21,6 +21,7 @@ use crate::catalog::{ChangeFeed, Collection};
 use crate::db::Database;
 use crate::error::{Error, ErrorKind};
 use crate::geometry::Crs;
+use crate::read::filter::Filter;
 use crate::read::{Encoding, StoredFeature};
 pub use cursor::Cursor;
 use horizon::HorizonWatch;
@@ -113,9 +114,14 @@ pub fn relid(coll: &Collection) -> Result<u32, Error> {
     }
 }
 
-/// The cursor for "now": a new client takes it, then downloads the collection.
-pub async fn now(db: &Database, coll: &Collection) -> Result<Cursor, Error> {
-    page::now(db, coll, relid(coll)?).await
+/// The cursor for "now" of the feed of `coll` (of its features that match
+/// `filter`, if given): a new client takes it, then downloads them.
+pub async fn now(
+    db: &Database,
+    coll: &Collection,
+    filter: Option<&Filter>,
+) -> Result<Cursor, Error> {
+    page::now(db, coll, filter, relid(coll)?).await
 }
 
 /// What to read: the collection, the position, how much, in which CRS.
@@ -131,6 +137,9 @@ pub struct Follow<'a> {
     pub crs: &'a Crs,
     /// GeoJSON or JSON-FG features.
     pub encoding: Encoding,
+    /// Only the features that match it: a changed feature that does not
+    /// (any more) is a delete. The cursor is bound to it.
+    pub filter: Option<&'a Filter>,
 }
 
 /// The changes after `follow.cursor`; when there are none yet, wait up to
@@ -142,7 +151,7 @@ pub async fn changes(
     wait: Duration,
 ) -> Result<Page, Error> {
     let relid = relid(follow.coll)?;
-    check_cursor(&follow.cursor, follow.coll, relid)?;
+    check_cursor(&follow.cursor, follow.coll, follow.filter, relid)?;
     let deadline = Instant::now() + wait.min(MAX_WAIT);
     let mut cursor = follow.cursor;
     let mut waiting = None;

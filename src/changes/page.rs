@@ -14,6 +14,7 @@ use crate::db::statement::prepare;
 use crate::db::Database;
 use crate::error::{Error, ErrorKind};
 use crate::geometry::Crs;
+use crate::read::filter::Filter;
 use crate::read::{sql as read_sql, Encoding, StoredFeature};
 
 /// The horizon of this statement's snapshot: every transaction below it has
@@ -52,11 +53,17 @@ fn now_sql(coll: &Collection) -> String {
 /// cursor may have delivered). `more`: the limit cut the page short;
 /// `held_back`: the first transaction whose changes are logged but not
 /// below the horizon (committed, or still open), if any.
-fn page_sql(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
+///
+/// With a `filter` (its values from `$6` on), a changed feature that does
+/// not match it reads as gone.
+fn page_sql(coll: &Collection, crs: &Crs, encoding: Encoding, filter: Option<&str>) -> String {
     let pk = coll.primary_key.expect("feeds are of tables with a key");
     // Cast once, and compared in the key's type, so that its index serves.
     let key_type = &coll.columns[pk].exact_type_sql;
-    let key = format!("{} = l.k", read_sql::col(coll, pk));
+    let mut key = format!("{} = l.k", read_sql::col(coll, pk));
+    if let Some(filter) = filter {
+        key = format!("{key} AND {filter}");
+    }
     format!(
         "WITH horizon AS MATERIALIZED ({HORIZON}),
          logged AS MATERIALIZED (
@@ -124,8 +131,23 @@ fn epoch(row: &Row, column: usize, coll: &Collection) -> Result<i32, Error> {
     })
 }
 
+/// The hash a cursor of the feed of `coll`, filtered by `filter`, carries:
+/// a cursor follows one collection, with one filter. Without a filter,
+/// the collection's id alone (the cursors given before filters were).
+fn feed_hash(coll: &Collection, filter: Option<&Filter>) -> u32 {
+    match filter {
+        None => collection_hash(&coll.id),
+        Some(f) => collection_hash(&format!("{}\n{}\n{}", coll.id, f.lang.name(), f.given)),
+    }
+}
+
 /// The cursor for "now", for a new client to take before downloading the collection.
-pub async fn now(db: &Database, coll: &Collection, relid: u32) -> Result<Cursor, Error> {
+pub async fn now(
+    db: &Database,
+    coll: &Collection,
+    filter: Option<&Filter>,
+    relid: u32,
+) -> Result<Cursor, Error> {
     let client = db.connection().await?;
     let statement = prepare(&client, &now_sql(coll), db.naming())
         .await
@@ -136,7 +158,7 @@ pub async fn now(db: &Database, coll: &Collection, relid: u32) -> Result<Cursor,
         .await
         .map_err(|e| Error::reading("reading the change feed", &e))?;
     Ok(Cursor {
-        collection: collection_hash(&coll.id),
+        collection: feed_hash(coll, filter),
         relid,
         epoch: epoch(&row, 1, coll)?,
         tx: xid(&row, 0).expect("a snapshot has a horizon"),
@@ -147,12 +169,17 @@ pub async fn now(db: &Database, coll: &Collection, relid: u32) -> Result<Cursor,
 
 /// A 400 or 410 when `cursor` cannot be followed in the feed of `coll`
 /// (the table `relid` now), before any query.
-pub fn check_cursor(cursor: &Cursor, coll: &Collection, relid: u32) -> Result<(), Error> {
-    if cursor.collection != collection_hash(&coll.id) {
+pub fn check_cursor(
+    cursor: &Cursor,
+    coll: &Collection,
+    filter: Option<&Filter>,
+    relid: u32,
+) -> Result<(), Error> {
+    if cursor.collection != feed_hash(coll, filter) {
         return Err(Error::new(
             ErrorKind::InvalidCursor,
             format!(
-                "'since' is a cursor of another collection than '{}'",
+                "'since' is a cursor of another collection than '{}', or of another filter (a cursor follows the filter it was given with)",
                 coll.id
             ),
         ));
@@ -188,19 +215,23 @@ pub async fn since(
 ) -> Result<(Page, Option<u64>), Error> {
     let coll = follow.coll;
     let client = db.connection().await?;
-    let sql = page_sql(coll, follow.crs, follow.encoding);
+    let (condition, values) = match follow.filter {
+        Some(filter) => {
+            let (sql, values) = filter.sql(6);
+            (Some(sql), values)
+        }
+        None => (None, Vec::new()),
+    };
+    let sql = page_sql(coll, follow.crs, follow.encoding, condition.as_deref());
     let statement = prepare(&client, &sql, db.naming())
         .await
         .map_err(|e| Error::reading("preparing the change feed's query", &e))?;
     crate::db::round_trips::round_trip();
     let position = cursor.tx.to_string();
-    let params: [&(dyn ToSql + Sync); 5] = [
-        &i64::from(relid),
-        &position,
-        &cursor.seq,
-        &i64::from(cursor.at),
-        &follow.limit,
-    ];
+    let (relid_param, at) = (i64::from(relid), i64::from(cursor.at));
+    let mut params: Vec<&(dyn ToSql + Sync)> =
+        vec![&relid_param, &position, &cursor.seq, &at, &follow.limit];
+    params.extend(values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)));
     let rows = statement
         .query(&client, &params)
         .await

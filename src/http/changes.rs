@@ -20,7 +20,8 @@ use crate::changes::{self, Change, Cursor, Follow, MAX_WAIT};
 use crate::error::{Error, ErrorKind};
 use crate::geometry::Crs;
 use crate::http::app::AppState;
-use crate::read::params::{check_format, offered_crs, unknown_parameter, MAX_LIMIT};
+use crate::read::filter::Filter;
+use crate::read::params::{check_format, offered_crs, unknown_parameter, FilterParams, MAX_LIMIT};
 use crate::read::Encoding;
 
 /// Log entries per page when `limit` is not given.
@@ -29,6 +30,7 @@ const DEFAULT_LIMIT: i64 = 100;
 /// The query of a request for changes.
 struct ChangesQuery<'c> {
     since: Option<Cursor>,
+    filter: Option<Filter>,
     limit: i64,
     wait: Duration,
     crs: &'c Crs,
@@ -50,8 +52,10 @@ impl<'c> ChangesQuery<'c> {
         coll: &'c Collection,
         encoding: Encoding,
     ) -> Result<Self, Error> {
+        let mut filter = FilterParams::default();
         let mut query = ChangesQuery {
             since: None,
+            filter: None,
             limit: DEFAULT_LIMIT,
             wait: Duration::ZERO,
             // JSON-FG's `place` is in the storage CRS unless another is asked for.
@@ -64,6 +68,9 @@ impl<'c> ChangesQuery<'c> {
         for (i, (name, value)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(n, _)| n == name) {
                 return Err(bad(name, "given more than once"));
+            }
+            if filter.take(coll, name, value)? {
+                continue;
             }
             match name.as_str() {
                 "since" => query.since = Some(Cursor::decode(value)?),
@@ -90,9 +97,15 @@ impl<'c> ChangesQuery<'c> {
                 }
                 "crs" => query.crs = offered_crs(coll, name, value)?,
                 "f" => check_format(value)?,
-                other => return Err(unknown_parameter(other, "since, limit, wait, crs and f")),
+                other => {
+                    return Err(unknown_parameter(
+                        other,
+                        "since, limit, wait, crs, filter, filter-lang, filter-crs and f",
+                    ))
+                }
             }
         }
+        query.filter = filter.finish(coll)?;
         if query.since.is_none() && !query.wait.is_zero() {
             return Err(bad("wait", "is for following a cursor: give since too"));
         }
@@ -108,7 +121,7 @@ impl<'c> ChangesQuery<'c> {
     tag = "Features",
     summary = "The collection's change feed: without since, the cursor for now; with it, what changed after it (collections with changes = true)",
     operation_id = "getChanges",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("since" = Option<String>, Query, description = "A cursor from an earlier answer; without it the answer is the cursor for now, and no changes: take it, download the collection, then follow it"), ("limit" = Option<i64>, Query, description = "Most changes logged in the database per page, 1..10000 (larger values are lowered); default 100. A feature changed several times is answered once"), ("wait" = Option<u64>, Query, description = "With since, when nothing has changed: wait up to this many seconds (at most 60) for a change to be committed, then answer (long poll)"), ("crs" = Option<String>, Query, description = "CRS of the features' geometries (one of the collection's `crs`); CRS84 by default"), ("f" = Option<String>, Query, description = "json, or jsonfg for JSON-FG features (as Accept: application/fg+json); their place is then in the storage CRS unless crs says another")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("since" = Option<String>, Query, description = "A cursor from an earlier answer; without it the answer is the cursor for now, and no changes: take it, download the collection, then follow it"), ("limit" = Option<i64>, Query, description = "Most changes logged in the database per page, 1..10000 (larger values are lowered); default 100. A feature changed several times is answered once"), ("wait" = Option<u64>, Query, description = "With since, when nothing has changed: wait up to this many seconds (at most 60) for a change to be committed, then answer (long poll)"), ("crs" = Option<String>, Query, description = "CRS of the features' geometries (one of the collection's `crs`); CRS84 by default"), ("filter" = Option<String>, Query, description = "A CQL2 filter (as on items): only the features that match it are followed; a changed feature that does not match (any more) is a delete, one that starts to match an upsert. The cursor is bound to the filter"), ("filter-lang" = Option<String>, Query, description = "cql2-text (the default) or cql2-json"), ("filter-crs" = Option<String>, Query, description = "CRS of the filter's geometries; CRS84 by default"), ("f" = Option<String>, Query, description = "json, or jsonfg for JSON-FG features (as Accept: application/fg+json); their place is then in the storage CRS unless crs says another")),
     responses((status = 200, description = "The changes after since, in the order to apply them, and the cursor to follow on with; more: ask again at once", body = ChangesPage, headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter, or since is not a cursor of this collection (invalid-cursor)", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection, or it has no change feed (no-change-feed)", body = Problem, content_type = "application/problem+json"), (status = 410, description = "cursor-expired: changes after the cursor are no longer kept (FEATUREPIPE_CHANGES_RETENTION), or the feed started again; download the collection again with a new cursor", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy (Retry-After), the feed could not be installed (change-feed-not-installed), or too many long polls wait already (too-many-long-polls, Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn list(
@@ -130,7 +143,9 @@ pub async fn list(
     let page = match query.since {
         None => ChangesPage {
             changes: Vec::new(),
-            cursor: changes::now(db, &coll).await?.encode(),
+            cursor: changes::now(db, &coll, query.filter.as_ref())
+                .await?
+                .encode(),
             more: false,
         },
         Some(cursor) => {
@@ -140,6 +155,7 @@ pub async fn list(
                 limit: query.limit,
                 crs: query.crs,
                 encoding: query.encoding,
+                filter: query.filter.as_ref(),
             };
             let page = changes::changes(db, &state.changes, follow, query.wait).await?;
             ChangesPage {

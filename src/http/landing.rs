@@ -55,6 +55,11 @@ pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/cql2/1.0/conf/advanced-comparison-operators",
     "http://www.opengis.net/spec/cql2/1.0/conf/case-insensitive-comparison",
     "http://www.opengis.net/spec/cql2/1.0/conf/basic-spatial-functions",
+    // Their names in CQL2's drafts, which QGIS 3.40 looks for before it
+    // sends a spatial filter (of a point or a box; of any geometry)
+    // rather than filtering itself.
+    "http://www.opengis.net/spec/cql2/1.0/conf/basic-spatial-operators",
+    "http://www.opengis.net/spec/cql2/1.0/conf/spatial-operators",
     "http://www.opengis.net/spec/cql2/1.0/conf/basic-spatial-functions-plus",
     "http://www.opengis.net/spec/cql2/1.0/conf/spatial-functions",
     "http://www.opengis.net/spec/cql2/1.0/conf/temporal-functions",

@@ -116,10 +116,13 @@ impl ItemsQuery {
             properties: None,
             encoding: Encoding::GeoJson,
         };
-        let (mut filter, mut filter_lang, mut filter_crs) = (None, Lang::Text, None);
+        let mut filter = FilterParams::default();
         for (i, (name, value)) in pairs.iter().enumerate() {
             if pairs[..i].iter().any(|(n, _)| n == name) {
                 return Err(bad(name, "given more than once"));
+            }
+            if filter.take(coll, name, value)? {
+                continue;
             }
             match name.as_str() {
                 "limit" => {
@@ -142,13 +145,10 @@ impl ItemsQuery {
                 "bbox-crs" => bbox_crs = Some(offered_crs(coll, name, value)?),
                 "crs" => query.crs = offered_crs(coll, name, value)?.clone(),
                 "datetime" => query.datetime = Some(checked_datetime(value)?),
-                "filter" => filter = Some(value),
                 "sortby" => query.sortby = Some((sortby(coll, value)?, value.clone())),
                 "properties" => {
                     query.properties = Some((properties(coll, value)?, value.clone()))
                 }
-                "filter-lang" => filter_lang = Lang::named(value)?,
-                "filter-crs" => filter_crs = Some((offered_crs(coll, name, value)?, value)),
                 other => match coll.column_index(other) {
                     Some(ci) if filterable(coll, ci) => query.filters.push((ci, value.clone())),
                     _ => return Err(unknown_parameter(
@@ -171,17 +171,7 @@ impl ItemsQuery {
             (None, Some(_)) => return Err(bad("bbox-crs", "is given without bbox")),
             (None, None) => None,
         };
-        query.filter = match (filter, filter_crs) {
-            (Some(given), crs) => Some(Filter::parse(
-                coll,
-                given,
-                filter_lang,
-                crs.map_or(&coll.crs[0], |(crs, _)| crs),
-                crs.map(|(_, given)| given.clone()),
-            )?),
-            (None, Some(_)) => return Err(bad("filter-crs", "is given without filter")),
-            (None, None) => None,
-        };
+        query.filter = filter.finish(coll)?;
         Ok(query)
     }
 
@@ -225,6 +215,44 @@ impl ItemsQuery {
             ));
         }
         parts.join("&")
+    }
+}
+
+/// `filter`, `filter-lang` and `filter-crs`, as a query string gives them.
+#[derive(Default)]
+pub struct FilterParams<'q> {
+    filter: Option<&'q str>,
+    lang: Option<Lang>,
+    crs: Option<(&'q str, Crs)>,
+}
+
+impl<'q> FilterParams<'q> {
+    /// Take the pair if it is one of the three (then `true`).
+    pub fn take(&mut self, coll: &Collection, name: &str, value: &'q str) -> Result<bool, Error> {
+        match name {
+            "filter" => self.filter = Some(value),
+            "filter-lang" => self.lang = Some(Lang::named(value)?),
+            "filter-crs" => self.crs = Some((value, offered_crs(coll, name, value)?.clone())),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The filter they give, checked against `coll`, if they give one.
+    pub fn finish(self, coll: &Collection) -> Result<Option<Filter>, Error> {
+        let given = match (self.filter, self.lang.is_some() || self.crs.is_some()) {
+            (Some(given), _) => given,
+            (None, true) => {
+                return Err(bad(
+                    "filter",
+                    "filter-lang and filter-crs are given without it",
+                ))
+            }
+            (None, false) => return Ok(None),
+        };
+        let crs = self.crs.as_ref().map_or(&coll.crs[0], |(_, crs)| crs);
+        let given_crs = self.crs.as_ref().map(|(given, _)| given.to_string());
+        Filter::parse(coll, given, self.lang.unwrap_or(Lang::Text), crs, given_crs).map(Some)
     }
 }
 

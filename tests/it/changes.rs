@@ -120,8 +120,9 @@ pub(crate) async fn follow_past(
     follow_past_as(app, &[], feed, copy, cursor, past).await
 }
 
-/// [`follow_past`] with `headers` (a credential).
-async fn follow_past_as(
+/// [`follow_past`] with `headers` (a credential); `collection` may end in
+/// more of the query (`places&filter=…`).
+pub(crate) async fn follow_past_as(
     app: &TestApp,
     headers: &[(&str, &str)],
     (collection, limit): (&str, usize),
@@ -132,8 +133,10 @@ async fn follow_past_as(
     let mut applied = Vec::new();
     let mut wait = 0;
     while position(&cursor) < (past, 0) {
-        let path =
-            format!("/collections/{collection}/changes?since={cursor}&limit={limit}&wait={wait}");
+        let (collection, query) = collection.split_once('&').unwrap_or((collection, ""));
+        let path = format!(
+            "/collections/{collection}/changes?since={cursor}&limit={limit}&wait={wait}&{query}"
+        );
         let page = app.send("GET", &path, headers, None).await;
         let (next, more) = copy.apply(&page);
         let changes = page.body["changes"].as_array().unwrap();

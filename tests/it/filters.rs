@@ -339,6 +339,10 @@ async fn queryables_are_typed_one_type_each_and_filters_are_declared() {
     assert_eq!(props["at"]["format"], "date-time");
     assert_eq!(props["geom"]["format"], "geometry-point");
     assert_eq!(props["geom"]["x-ogc-role"], "primary-geometry");
+    assert_eq!(
+        props["geom"]["$ref"],
+        "https://geojson.org/schema/Point.json"
+    );
     // Neither arrays nor JSON: no filter takes them.
     assert!(
         props.get("tags").is_none() && props.get("meta").is_none(),

@@ -20,6 +20,7 @@ mod extents;
 mod failures;
 mod faults;
 mod feed_trust;
+mod filtered_sync;
 mod filters;
 mod geography_bbox;
 mod geometries;

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""A logging HTTP proxy in front of featurepipe, for scripts/test-qgis.sh.
+
+    logging_proxy.py LISTEN_PORT UPSTREAM_PORT LOG_FILE
+
+Forwards every request to 127.0.0.1:UPSTREAM_PORT unchanged (Host header
+included, so the service's links and Location headers name the proxy and
+QGIS keeps coming through it) and appends one JSON line per request to
+LOG_FILE: method, the raw target (path and query, as QGIS sent it), status,
+body sizes and the answer's Location. The service's own log names a
+request's route, not its query string, and what QGIS puts in `filter=`,
+`limit=` and `offset=` is what the test checks.
+"""
+import http.client
+import http.server
+import json
+import sys
+import threading
+import time
+
+HOP_BY_HOP = {
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+    "te", "trailer", "trailers", "transfer-encoding", "upgrade", "content-length",
+}
+
+listen_port, upstream_port, log_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+log_lock = threading.Lock()
+log_file = open(log_path, "a", buffering=1, encoding="utf-8")
+seq = 0
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # the JSON log replaces http.server's
+        pass
+
+    def forward(self):
+        start = time.monotonic()
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+        if body is not None:
+            headers["Content-Length"] = str(len(body))
+        conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=300)
+        try:
+            conn.request(self.command, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except Exception as e:  # the service is down or reset the connection
+            self.send_error(502, f"proxy: {e}")
+            self.record(start, 502, length, 0, None, str(e))
+            return
+        finally:
+            conn.close()
+        self.send_response_only(resp.status, resp.reason)
+        for k, v in resp.getheaders():
+            if k.lower() not in HOP_BY_HOP:
+                self.send_header(k, v)
+        no_body = self.command == "HEAD" or resp.status in (204, 304) or 100 <= resp.status < 200
+        if self.command == "HEAD" and resp.getheader("Content-Length"):
+            self.send_header("Content-Length", resp.getheader("Content-Length"))
+        elif not no_body:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if not no_body:
+            self.wfile.write(data)
+        error = None
+        if resp.status >= 400:
+            error = data[:2000].decode("utf-8", "replace")
+        self.record(start, resp.status, length, len(data), resp.getheader("Location"), error,
+                    body[:2000].decode("utf-8", "replace") if body and resp.status >= 400 else None)
+
+    def record(self, start, status, sent, received, location, error=None, request_body=None):
+        global seq
+        with log_lock:
+            seq += 1
+            entry = {"seq": seq, "method": self.command, "target": self.path, "status": status,
+                     "request_bytes": sent, "response_bytes": received,
+                     "ms": round((time.monotonic() - start) * 1000, 1)}
+            if location:
+                entry["location"] = location
+            if error:
+                entry["error"] = error
+            if request_body:
+                entry["request_body"] = request_body
+            log_file.write(json.dumps(entry) + "\n")
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = forward
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+Server(("127.0.0.1", listen_port), Handler).serve_forever()
