@@ -4,14 +4,13 @@ use std::ops::Range;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::Value;
 use tokio_postgres::Error;
 use utoipa::ToSchema;
 
 use super::{Done, Mode, Op, Operation, Step};
 use crate::error::{FieldError, Refusal};
 use crate::write::dberror::feature_error;
-use crate::write::report::BatchStatus;
+use crate::write::report::{BatchStatus, Ids};
 
 /// What happened to one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -41,7 +40,7 @@ pub struct OpResult {
     /// Inserts: the new keys in feature order (numbers for integer keys).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub ids: Option<Vec<Value>>,
+    pub ids: Option<Ids>,
     /// Replaces and updates: the feature's new ETag.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub etag: Option<String>,
@@ -204,12 +203,16 @@ impl Outcome {
             return true;
         }
         let was_aborted = self.aborted;
-        let mut ids = Vec::new();
+        // Compact (a number or a string a key): a session read as it
+        // arrives holds one result per feature.
+        let mut ids: Option<Ids> = None;
         let mut failure = None;
         let result = &mut self.results[k];
         for (i, s) in op.steps.clone().enumerate() {
             match answers.next() {
-                Some(Ok(Done::Key(key))) => ids.push(key_value(&steps[s], key)),
+                Some(Ok(Done::Key(key))) => ids
+                    .get_or_insert_with(|| Ids::new(steps[s].coll.integer_key(), op.steps.len()))
+                    .push_text(key),
                 Some(Ok(Done::Etag(etag))) => result.etag = Some(etag),
                 Some(Ok(_)) => {}
                 Some(Err(e)) if failure.is_none() && !was_aborted => failure = Some((i, s, e)),
@@ -240,7 +243,7 @@ impl Outcome {
         }
         result.status = OpStatus::Written;
         match op.op {
-            Op::Insert => result.ids = Some(ids),
+            Op::Insert => result.ids = Some(ids.unwrap_or_else(|| Ids::new(false, 0))),
             Op::Delete => result.deleted = Some(op.steps.len()),
             _ => {}
         }
@@ -314,16 +317,5 @@ impl Outcome {
             results: self.results,
             batches: self.batches,
         }
-    }
-}
-
-/// A new key as JSON: a number for integer keys.
-fn key_value(step: &Step, key: String) -> Value {
-    if step.coll.integer_key() {
-        key.parse::<i64>()
-            .map(Value::from)
-            .unwrap_or(Value::String(key))
-    } else {
-        Value::String(key)
     }
 }

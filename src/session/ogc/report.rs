@@ -3,7 +3,6 @@
 //! exception for each action that failed. Made from the session's report.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::error::FieldError;
@@ -133,7 +132,11 @@ pub fn response(
             )
         };
         let ids: Vec<String> = match op.op {
-            Op::Insert => result.ids.iter().flatten().map(key_text).collect(),
+            Op::Insert => result
+                .ids
+                .iter()
+                .flat_map(|ids| (0..ids.len()).filter_map(|i| ids.text(i)))
+                .collect(),
             _ => steps[op.steps.clone()]
                 .iter()
                 .filter_map(|s| s.id.clone())
@@ -161,13 +164,5 @@ pub fn response(
         update_results: updated,
         delete_results: deleted,
         exceptions,
-    }
-}
-
-/// A new key (a JSON number or string) as text.
-fn key_text(key: &Value) -> String {
-    match key {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
