@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-concurrency build lint fmt openapi screenshots test-qgis
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-concurrency build lint fmt openapi screenshots test-qgis
 
 run:
 	scripts/dev.sh
@@ -41,6 +41,10 @@ bench-parse:
 # Rows/s written with a change feed on and off (docs/offline-sync.md).
 bench-changes:
 	scripts/changes-bench.sh
+
+# CQL2 filters over a million rows: indexed, not, and spatial (medians).
+bench-filter:
+	scripts/filter-bench.sh
 
 # 32 clients × 100 points against one request of the same features, in
 # interleaved pairs: medians, spreads and the CPU each part took.

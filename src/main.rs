@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use featurepipe::config::{Config, DatabaseArgs};
-use featurepipe::db::{migrate, Database, StartupError};
+use featurepipe::db::{migrate, Database};
 use featurepipe::push::args::PushArgs;
 use featurepipe::AppState;
 use tracing_subscriber::EnvFilter;
@@ -183,7 +183,7 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn migrate_only(args: DatabaseArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let url = args.database_url.as_deref().ok_or(StartupError::NoUrl)?;
+    let url = featurepipe::db::url_or_environment(args.database_url.as_deref())?;
     let db = Database::new(url, 1, args.startup_timeout, Duration::ZERO, args.pooler)?;
     let mut client = db.wait_until_ready(args.startup_timeout).await?;
     let applied = migrate::run(&mut client).await?;

@@ -1,6 +1,7 @@
 //! Connection pool, start-up checks and migrations.
 
 pub mod costs;
+pub mod environment;
 pub mod listen;
 pub mod migrate;
 pub mod round_trips;
@@ -58,7 +59,7 @@ pub enum DbError {
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     /// No database configured.
-    #[error("DATABASE_URL is not set (`make run` starts a local PostGIS and sets it for you)")]
+    #[error("DATABASE_URL is not set, nor libpq's PGHOST, PGPORT, PGDATABASE or PGUSER (`make run` starts a local PostGIS and sets DATABASE_URL for you)")]
     NoUrl,
     /// `DATABASE_URL` does not parse.
     #[error("DATABASE_URL is not a valid PostgreSQL connection string: {0}")]
@@ -116,13 +117,27 @@ pub enum StartupError {
     },
 }
 
-/// What `url` connects to, its TLS options, and the connector they ask for.
+/// The connection string to use: `DATABASE_URL`, else (when libpq's
+/// environment names a database, [`environment`]) an empty one.
+pub fn url_or_environment(url: Option<&str>) -> Result<&str, StartupError> {
+    match url {
+        Some(url) => Ok(url),
+        None if environment::Environment::of_process().names_a_database() => Ok(""),
+        None => Err(StartupError::NoUrl),
+    }
+}
+
+/// What `url` connects to, what it leaves unsaid taken from libpq's
+/// environment ([`environment`]), its TLS options, and the connector they
+/// ask for.
 pub fn connection_config(
     url: &str,
 ) -> Result<(tokio_postgres::Config, tls::TlsOptions, MakeRustlsConnect), StartupError> {
+    let env = environment::Environment::of_process();
     // tokio-postgres knows only some of libpq's TLS parameters: ours go first.
-    let (rest, options) = tls::split(url)?;
+    let (rest, options) = tls::split_in(url, &env)?;
     let mut config = tokio_postgres::Config::from_str(&rest).map_err(StartupError::BadUrl)?;
+    env.complete(&mut config, &rest);
     config.ssl_mode(options.mode.wire());
     let connector = tls::connector(&options)?;
     Ok((config, options, connector))

@@ -69,11 +69,7 @@ pub struct AppState {
 impl AppState {
     /// Connect (retrying), check PostGIS, migrate, and load the catalog.
     pub async fn start(config: &Config) -> Result<Self, StartupError> {
-        let url = config
-            .db
-            .database_url
-            .as_deref()
-            .ok_or(StartupError::NoUrl)?;
+        let url = crate::db::url_or_environment(config.db.database_url.as_deref())?;
         let db = Database::new(
             url,
             config.pool_size,

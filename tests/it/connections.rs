@@ -155,3 +155,76 @@ except urllib.error.HTTPError as e:
     );
     assert_eq!(app.db.int("SELECT count(*) FROM big").await, 0);
 }
+
+#[tokio::test]
+async fn without_database_url_libpq_s_environment_says_where_to_connect() {
+    let db = crate::support::TestDb::new(
+        "CREATE TABLE pts (id serial PRIMARY KEY, geom geometry(Point, 4326))",
+    )
+    .await;
+    let config: tokio_postgres::Config = db.url.parse().unwrap();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+    };
+    let addr = format!("127.0.0.1:{}", crate::support::free_port());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_featurepipe"))
+        .arg("serve")
+        .env_remove("DATABASE_URL")
+        .env("PGHOST", &host)
+        .env("PGPORT", config.get_ports()[0].to_string())
+        .env("PGUSER", config.get_user().unwrap())
+        .env("PGDATABASE", config.get_dbname().unwrap())
+        .env("PGAPPNAME", "from-the-environment")
+        .env("FEATUREPIPE_LISTEN", &addr)
+        .env("FEATUREPIPE_AUTH", "off")
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut ready = false;
+    for _ in 0..200 {
+        if let Ok((200, _)) = crate::support::http(&addr, "GET", "/readyz", "").await {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        ready,
+        "the service did not start from PGHOST, PGPORT, PGUSER and PGDATABASE"
+    );
+    let (status, body) = crate::support::http(&addr, "GET", "/collections/pts", "")
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let named =
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'from-the-environment'";
+    assert!(
+        db.client
+            .query_one(named, &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+            > 0
+    );
+    child.kill().await.unwrap();
+
+    // Neither: a message that says what to set.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_featurepipe"))
+        .arg("serve")
+        .env_remove("DATABASE_URL")
+        .env_remove("PGHOST")
+        .env_remove("PGPORT")
+        .env_remove("PGUSER")
+        .env_remove("PGDATABASE")
+        .env("FEATUREPIPE_LISTEN", "127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("DATABASE_URL is not set, nor libpq's PGHOST"),
+        "{stderr}"
+    );
+}

@@ -22,7 +22,7 @@ use crate::trust;
 
 mod params;
 
-pub use params::{split, SslMode, TlsOptions};
+pub use params::{split, split_in, SslMode, TlsOptions};
 
 /// A TLS setting that cannot be used, or a TLS connection that failed.
 #[derive(Debug, thiserror::Error)]

@@ -2,6 +2,7 @@
 //! `key=value`) and removed from it: tokio-postgres knows only `sslmode`
 //! disable, prefer and require, and refuses the rest.
 
+use crate::db::environment::Environment;
 use tokio_postgres::config::SslMode as WireMode;
 
 use super::TlsError;
@@ -73,6 +74,12 @@ pub struct TlsOptions {
 /// The connection string without the TLS parameters tokio-postgres does
 /// not know, and those parameters.
 pub fn split(url: &str) -> Result<(String, TlsOptions), TlsError> {
+    split_in(url, &Environment::default())
+}
+
+/// [`split`], the TLS parameters the string leaves unsaid taken from `env`
+/// (`PGSSLMODE`, `PGSSLROOTCERT` or `~/.postgresql/root.crt`), as libpq does.
+pub fn split_in(url: &str, env: &Environment) -> Result<(String, TlsOptions), TlsError> {
     let parsed = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         url_params(url)
     } else {
@@ -101,7 +108,9 @@ pub fn split(url: &str) -> Result<(String, TlsOptions), TlsError> {
     }
     let mode = mode
         .as_deref()
+        .or(env.var("PGSSLMODE"))
         .map_or(Ok(SslMode::Prefer), SslMode::parse)?;
+    let root_cert = root_cert.or_else(|| env.root_cert());
     Ok((
         rest,
         TlsOptions {
