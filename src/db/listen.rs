@@ -32,9 +32,7 @@ impl Database {
             doing: "listening for notifications",
             source,
         };
-        let (client, mut connection) = self
-            .config
-            .connect(self.connector.clone())
+        let (client, mut connection) = super::tls::connect(&self.config, &self.connector)
             .await
             .map_err(failed)?;
         let (notify, notified) = mpsc::unbounded_channel();

@@ -222,9 +222,11 @@ impl Database {
             );
             config.options(options.trim());
         }
-        let manager = Manager::from_config(
+        let manager = Manager::from_connect(
             config.clone(),
-            connector.clone(),
+            tls::LibpqConnect {
+                connector: connector.clone(),
+            },
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },

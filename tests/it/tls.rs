@@ -479,3 +479,39 @@ async fn prefer_and_require_encrypt_without_checking_the_certificate_as_libpq_do
         assert!(e.contains("certificate"), "{what}: {e}");
     }
 }
+
+#[tokio::test]
+async fn prefer_connects_unencrypted_when_no_tls_can_be_agreed_as_libpq_does() {
+    // The server takes TLS 1.2 with one cipher rustls does not have (RSA key
+    // exchange, CBC), and unencrypted connections too.
+    let key = KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256)
+        .unwrap_or_else(|_| KeyPair::generate().unwrap());
+    let params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    let cert = (params.self_signed(&key).unwrap().pem(), key.serialize_pem());
+    let cluster = OwnCluster::start().await;
+    let more = "ssl_ciphers = 'AES128-SHA'\nssl_max_protocol_version = 'TLSv1.2'\n";
+    tls_only(&cluster, cert, more, "host all all 127.0.0.1/32 trust\n").await;
+    let port = cluster.port();
+    let url = |mode: &str| format!("postgres://postgres@127.0.0.1:{port}/postgres?sslmode={mode}");
+    tls_connect(&url("disable"))
+        .await
+        .batch_execute("CREATE EXTENSION postgis")
+        .await
+        .unwrap();
+    let state = start(&url("prefer")).await.expect("prefer falls back");
+    let (ssl, _, user) = session_of(&state).await;
+    assert!(!ssl, "unencrypted, as libpq connects");
+    assert_eq!(user, "postgres");
+    // The change feed's LISTEN connects the same way.
+    state
+        .db
+        .listen("featurepipe_test")
+        .await
+        .expect("LISTEN falls back too");
+    // require does not fall back: it says why TLS failed.
+    let e = refused(&url("require"), "no TLS in common").await;
+    assert!(
+        e.contains("TLS handshake") || e.contains("handshake"),
+        "{e}"
+    );
+}

@@ -20,8 +20,10 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::trust;
 
+mod fallback;
 mod params;
 
+pub use fallback::{connect, Connected, LibpqConnect};
 pub use params::{split, split_in, SslMode, TlsOptions};
 
 /// A TLS setting that cannot be used, or a TLS connection that failed.
