@@ -137,7 +137,13 @@ fn epoch(row: &Row, column: usize, coll: &Collection) -> Result<i32, Error> {
 fn feed_hash(coll: &Collection, filter: Option<&Filter>) -> u32 {
     match filter {
         None => collection_hash(&coll.id),
-        Some(f) => collection_hash(&format!("{}\n{}\n{}", coll.id, f.lang.name(), f.given)),
+        Some(f) => collection_hash(&format!(
+            "{}\n{}\n{}\n{}",
+            coll.id,
+            f.lang.name(),
+            f.given,
+            f.crs.as_deref().unwrap_or("")
+        )),
     }
 }
 
@@ -235,7 +241,11 @@ pub async fn since(
     let rows = statement
         .query(&client, &params)
         .await
-        .map_err(|e| Error::reading("reading the change feed", &e))?;
+        .map_err(|e| match follow.filter {
+            // A filter that fails on a value (an invalid date) is the client's.
+            Some(_) => crate::read::read_error("reading the change feed", &e),
+            None => Error::reading("reading the change feed", &e),
+        })?;
     let meta = rows
         .first()
         .expect("the page's description is always a row");

@@ -130,11 +130,18 @@ impl Environment {
         }
         if !url.contains("target_session_attrs") {
             if let Some(attrs) = self.var("PGTARGETSESSIONATTRS") {
-                match attrs {
-                    "read-write" => config.target_session_attrs(TargetSessionAttrs::ReadWrite),
-                    "read-only" => config.target_session_attrs(TargetSessionAttrs::ReadOnly),
-                    _ => config.target_session_attrs(TargetSessionAttrs::Any),
+                // tokio-postgres knows three: `primary` and `standby` as the
+                // nearest of them, `prefer-standby` as any.
+                let attrs = match attrs {
+                    "read-write" | "primary" => TargetSessionAttrs::ReadWrite,
+                    "read-only" | "standby" => TargetSessionAttrs::ReadOnly,
+                    "any" => TargetSessionAttrs::Any,
+                    other => {
+                        tracing::warn!(value = other, "PGTARGETSESSIONATTRS: taken as any");
+                        TargetSessionAttrs::Any
+                    }
                 };
+                config.target_session_attrs(attrs);
             }
         }
         if config.get_password().is_none() {
@@ -150,7 +157,8 @@ impl Environment {
 
     /// The password the password file gives the first host of `config`.
     fn password_from_file(&self, config: &tokio_postgres::Config) -> Option<String> {
-        let path = self.password_file()?;
+        // No file is no password, quietly (peer, trust, certificates).
+        let path = self.password_file().filter(|path| path.is_file())?;
         if !readable_by_owner_only(&path) {
             tracing::warn!(file = %path.display(), "the password file is read by others than its owner: ignored, as libpq ignores it (chmod 0600)");
             return None;
@@ -220,8 +228,9 @@ fn fields(line: &str) -> Vec<String> {
                     fields.last_mut().expect("one field").push(next);
                 }
             }
-            // The password is the rest of the line, colons and all.
-            ':' if fields.len() < 5 => fields.push(String::new()),
+            // The password ends at its first unescaped colon, as in libpq.
+            ':' if fields.len() == 5 => break,
+            ':' => fields.push(String::new()),
             c => fields.last_mut().expect("one field").push(c),
         }
     }
@@ -289,14 +298,14 @@ mod tests {
     #[test]
     fn a_password_file_matches_host_port_database_and_user() {
         let text =
-            "# comment\nother:5432:*:*:nope\nhere:5433:gis:me:first\n*:*:*:me:pa\\:ss:w\\\\rd\n";
+            "# comment\nother:5432:*:*:nope\nhere:5433:gis:me:first\n*:*:*:me:pa\\:ss\\\\w:rd\n";
         assert_eq!(
             password_for(text, ["here", "5433", "gis", "me"]).as_deref(),
             Some("first")
         );
         assert_eq!(
             password_for(text, ["x", "1", "y", "me"]).as_deref(),
-            Some("pa:ss:w\\rd")
+            Some("pa:ss\\w")
         );
         assert_eq!(password_for(text, ["x", "1", "y", "you"]), None);
     }

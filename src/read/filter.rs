@@ -141,18 +141,24 @@ impl Filter {
         })
     }
 
-    /// The condition, its first value bound as `$first`; its values.
+    /// The condition, its first value bound as `$first`; its values, one
+    /// per placeholder in the order they appear (a value written twice, as
+    /// an end of a span is, is bound twice; one the condition does not
+    /// write is not bound, since PostgreSQL could not type it).
     pub fn sql(&self, first: usize) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
         let mut sql = String::new();
+        let mut values = Vec::new();
         for piece in &self.condition {
             match piece {
                 Piece::Sql(text) => sql.push_str(text),
                 Piece::Param(n) => {
-                    sql.push_str(&format!("${}::{}", first + n, self.values[*n].cast()))
+                    let value = &self.values[*n];
+                    sql.push_str(&format!("${}::{}", first + values.len(), value.cast()));
+                    values.push(value.boxed());
                 }
             }
         }
-        (sql, self.values.iter().map(Value::boxed).collect())
+        (sql, values)
     }
 }
 
@@ -414,6 +420,9 @@ impl Compiler<'_> {
                 let Expr::Array(items) = list.as_ref() else {
                     return Err(refused(e, "IN takes a list"));
                 };
+                if items.is_empty() {
+                    return Err(refused(e, "IN takes a list of at least one value"));
+                }
                 let a = self.operand(a)?;
                 let column = self.column_of(&a);
                 let items = items
@@ -655,9 +664,16 @@ impl Compiler<'_> {
                 (_, Some(_)) => self.sql(", "),
                 (_, None) => self.sql(&format!(" {op} ")),
             }
-            self.sql("(");
+            // A divisor of zero makes the result unknown (NULL), as a NULL
+            // operand does, rather than fail the whole query.
+            let divisor = i > 0 && matches!(op, "/" | "%" | "div");
+            self.sql(if divisor { "NULLIF((" } else { "(" });
             self.write(operand, None);
-            self.sql(")::numeric");
+            self.sql(if divisor {
+                ")::numeric, 0)"
+            } else {
+                ")::numeric"
+            });
             if i > 0 && function.is_none() {
                 self.sql(")");
             }
@@ -699,7 +715,10 @@ impl Compiler<'_> {
             0 => srid,
             s => s,
         };
-        let (head, tail) = match (to == srid, self.crs.lat_first) {
+        // A box's numbers are read in the CRS's axis order here, and made
+        // x first; a geometry's coordinates are flipped by PostGIS.
+        let flip = self.crs.lat_first && matches!(e, Expr::Geometry(_));
+        let (head, tail) = match (to == srid, flip) {
             (true, false) => ("(".to_owned(), ")".to_owned()),
             (true, true) => ("ST_FlipCoordinates(".to_owned(), ")".to_owned()),
             (false, false) => ("ST_Transform(".to_owned(), format!(", {to})")),
@@ -711,6 +730,10 @@ impl Compiler<'_> {
         self.sql(&head);
         match e {
             Expr::Geometry(g) => {
+                let geojson = serde_json::to_value(g).map_err(|err| refused(e, err.to_string()))?;
+                if let Some(why) = malformed(&geojson) {
+                    return Err(refused(e, why));
+                }
                 let wkt = g.to_wkt().map_err(|err| refused(e, err.to_string()))?;
                 self.sql("ST_GeomFromText(");
                 self.bind(Value::Text(wkt));
@@ -724,10 +747,14 @@ impl Compiler<'_> {
                         _ => Err(refused(e, "a BBOX takes numbers")),
                     })
                     .collect::<Result<Vec<f64>, Error>>()?;
-                let [west, south, east, north] = match numbers[..] {
+                let [x0, y0, x1, y1] = match numbers[..] {
                     [a, b, c, d] => [a, b, c, d],
                     [a, b, _, d, e2, _] => [a, b, d, e2],
                     _ => return Err(refused(e, "a BBOX has 4 or 6 numbers")),
+                };
+                let [west, south, east, north] = match self.crs.lat_first {
+                    true => [y0, x0, y1, x1],
+                    false => [x0, y0, x1, y1],
                 };
                 if south > north {
                     return Err(refused(
@@ -882,10 +909,8 @@ impl Compiler<'_> {
                 [start, end] => Ok((self.bound(e, start, true)?, self.bound(e, end, false)?)),
                 _ => Err(refused(e, "an interval has two ends")),
             },
-            _ => {
-                let instant = self.bound(e, e, true)?;
-                Ok((instant.clone(), instant))
-            }
+            // A date spans its day; an instant is one.
+            _ => Ok((self.bound(e, e, true)?, self.bound(e, e, false)?)),
         }
     }
 
@@ -944,6 +969,39 @@ impl Compiler<'_> {
 /// One comparison of a temporal relation: an end of one side with an end
 /// of the other.
 type Term<'a> = (&'a Vec<Piece>, Cmp, &'a Vec<Piece>);
+
+/// Why a geometry literal (as GeoJSON) is not one PostGIS takes, if it is not:
+/// a line of fewer than two points, a ring of fewer than four or not closed.
+fn malformed(geometry: &serde_json::Value) -> Option<&'static str> {
+    let kind = geometry["type"].as_str().unwrap_or("");
+    let coordinates = &geometry["coordinates"];
+    let points = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
+    let line = |v: &serde_json::Value| points(v) < 2;
+    let ring = |v: &serde_json::Value| {
+        let ring = v.as_array();
+        ring.is_none_or(|r| r.len() < 4 || r.first() != r.last())
+    };
+    let rings_bad = |v: &serde_json::Value| v.as_array().is_none_or(|rs| rs.iter().any(ring));
+    let each = |v: &serde_json::Value, bad: &dyn Fn(&serde_json::Value) -> bool| {
+        v.as_array().is_none_or(|parts| parts.iter().any(bad))
+    };
+    match kind {
+        "LineString" if line(coordinates) => Some("a LINESTRING has at least two points"),
+        "MultiLineString" if each(coordinates, &line) => {
+            Some("each line of a MULTILINESTRING has at least two points")
+        }
+        "Polygon" if rings_bad(coordinates) => {
+            Some("a POLYGON's rings are closed (the last point is the first) and have at least four points")
+        }
+        "MultiPolygon" if each(coordinates, &rings_bad) => {
+            Some("a MULTIPOLYGON's rings are closed (the last point is the first) and have at least four points")
+        }
+        "GeometryCollection" => geometry["geometries"]
+            .as_array()
+            .and_then(|parts| parts.iter().find_map(malformed)),
+        _ => None,
+    }
+}
 
 /// A comparison between instants.
 #[derive(Clone, Copy)]

@@ -146,7 +146,7 @@ fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> Str
 }
 
 /// A filter value that is not of its column's type is the client's mistake.
-fn read_error(doing: &str, err: &tokio_postgres::Error) -> Error {
+pub fn read_error(doing: &str, err: &tokio_postgres::Error) -> Error {
     match err.code() {
         Some(code) if code.code().starts_with("22") => Error::new(
             ErrorKind::InvalidParameter,

@@ -50,6 +50,11 @@ impl TxGuard {
     pub fn set_open(&self, open: bool) {
         self.open.store(open, Ordering::Relaxed);
     }
+
+    /// Whether a transaction may be open: not known to be over.
+    pub fn is_open(&self) -> bool {
+        self.open.load(Ordering::Relaxed)
+    }
 }
 
 impl std::ops::Deref for TxGuard {

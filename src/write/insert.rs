@@ -162,7 +162,9 @@ impl Insert<'_> {
         let rows = job.rows.len();
         let (keyed, single) = (job.idempotency, job.single);
         let written = conclude(job.client, job.coll, single, keyed, tally, queued).await;
-        if again && written.is_err() {
+        // Written again only once the server has ended the transaction
+        // (its COMMIT or ROLLBACK answered): not on a connection lost since.
+        if again && written.is_err() && !job.client.is_open() && !job.client.is_closed() {
             return Attempt::OneByOne;
         }
         if self.pipeline && written.is_ok() {

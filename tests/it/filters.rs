@@ -163,6 +163,14 @@ const CASES: &[(&str, &str)] = &[
         "seen >= '2024-01-30'",
     ),
     ("T_EQUALS(seen, DATE('2024-01-09'))", "seen = '2024-01-09'"),
+    // A date spans its day.
+    (
+        "T_INTERSECTS(seen, TIMESTAMP('2024-01-09T12:00:00Z'))",
+        "seen = '2024-01-09'",
+    ),
+    ("T_AFTER(DATE('2024-01-09'), seen)", "seen < '2024-01-09'"),
+    // A divisor of zero makes the value unknown, not the query fail.
+    ("pop / (pop - 100) > 0 OR pop = 100", "pop >= 100"),
     (
         "T_DISJOINT(local, INTERVAL('..', '2024-01-20T00:00:00Z'))",
         "local > '2024-01-20 00:00'",
@@ -219,6 +227,12 @@ async fn a_filter_crs_reads_the_filter_s_geometries_in_its_axis_order() {
     .await;
     assert!(!expected.is_empty());
     assert_eq!(lat_first, expected);
+    // A box read latitude first across the antimeridian covers both sides.
+    let across = percent_encode("S_INTERSECTS(geom, BBOX(-90, 160, 90, -160))");
+    let both = matched(&app, &format!("filter={across}&filter-crs={crs}")).await;
+    let expected = selected(&app, "ST_X(geom) >= 160 OR ST_X(geom) <= -160").await;
+    assert!(!expected.is_empty());
+    assert_eq!(both, expected);
 }
 
 #[tokio::test]
@@ -243,6 +257,14 @@ async fn a_filter_that_cannot_run_is_a_400_that_says_where_and_why() {
             "S_INTERSECTS(geom, BBOX(0, 10, 5, 0))",
             "south edge is north",
         ),
+        (
+            "S_INTERSECTS(geom, POLYGON((0 0, 1 0, 1 1, 0 2)))",
+            "rings are closed",
+        ),
+        (
+            "S_WITHIN(geom, POLYGON((0 0, 1 0, 0 0)))",
+            "at least four points",
+        ),
     ];
     for (filter, says) in cases {
         let r = app
@@ -256,6 +278,14 @@ async fn a_filter_that_cannot_run_is_a_400_that_says_where_and_why() {
         let detail = r.body["detail"].as_str().unwrap();
         assert!(detail.contains(says), "{filter}: {detail}");
     }
+    let empty_in = r#"{"op": "in", "args": [{"property": "name"}, []]}"#;
+    let r = app
+        .get(&format!(
+            "/collections/sites/items?filter-lang=cql2-json&filter={}",
+            percent_encode(empty_in)
+        ))
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
     let r = app
         .get("/collections/sites/items?filter=pop%3D1&filter-lang=cql")
         .await;
