@@ -134,7 +134,16 @@ pub fn read(reply: &Reply, first: u64, count: usize) -> Outcome {
         }
     };
     match reply.status.as_u16() {
-        201 => done(count, 0),
+        // A 201 says the batch was written only with the ids of its features.
+        201 => match serde_json::from_slice::<WrittenDoc>(&reply.body) {
+            Ok(doc) if doc.ids.len() == count => done(count, 0),
+            Ok(doc) => unknown(
+                reply,
+                count,
+                &format!("{} ids for {count} features", doc.ids.len()),
+            ),
+            Err(e) => unknown(reply, count, &e),
+        },
         200 => match serde_json::from_slice::<SessionDoc>(&reply.body) {
             Ok(report) => {
                 let mut outcome = done(report.written, report.not_written);
@@ -186,6 +195,23 @@ pub fn read(reply: &Reply, first: u64, count: usize) -> Outcome {
             }
         }
     }
+}
+
+/// The report of a 201: the new keys, one per feature.
+#[derive(Deserialize)]
+struct WrittenDoc {
+    ids: Vec<serde::de::IgnoredAny>,
+}
+
+/// A success that does not say what it wrote: the batch may or may not
+/// have been written. Push stops; run again, its Idempotency-Keys make the
+/// service write each batch at most once.
+fn unknown(reply: &Reply, count: usize, why: &dyn std::fmt::Display) -> Outcome {
+    let mut outcome = unreadable(reply, count, why);
+    outcome.problem = outcome.problem.map(|p| {
+        format!("{p}; whether these {count} features were written is unknown: run push again (the same batches go under the same Idempotency-Keys, written at most once)")
+    });
+    outcome
 }
 
 /// An answer that is not what featurepipe sends: nothing is known to be written.
@@ -257,6 +283,22 @@ mod tests {
         assert_eq!((o.written, o.replayed, o.failed, o.stop), (2, 0, 0, false));
         let o = read(&reply(201, true, json!({"ids": [1, 2]})), 0, 2);
         assert_eq!((o.written, o.replayed, o.failed), (0, 2, 0));
+    }
+
+    #[test]
+    fn a_success_that_does_not_say_what_it_wrote_is_an_unknown_outcome() {
+        let garbage = Reply {
+            status: StatusCode::CREATED,
+            replayed: false,
+            body: "\u{0}\u{1}not json at all".into(),
+            retry_after: None,
+            sent: 0,
+        };
+        for reply in [garbage, reply(201, false, json!({"ids": [1]}))] {
+            let o = read(&reply, 0, 2);
+            assert_eq!((o.written, o.failed, o.stop), (0, 2, true), "{o:?}");
+            assert!(o.problem.unwrap().contains("is unknown"));
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -221,11 +221,34 @@ impl Service {
                 .get(header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok()?.trim().parse().ok())
                 .map(Duration::from_secs);
-            let body = response.into_body().collect().await.map_err(|e| Failure {
-                maybe_sent: true,
-                lasting: false,
-                message: format!("the answer from {} broke off: {}", self.uri, causes(&e)),
-            })?;
+            // No answer of featurepipe's to a batch is near this large: a
+            // server that sends more is not one to trust with the rest.
+            let body = Limited::new(response.into_body(), MAX_ANSWER)
+                .collect()
+                .await
+                .map_err(
+                    |e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                        Some(_) => Failure {
+                            maybe_sent: true,
+                            lasting: true,
+                            message: format!(
+                                "the answer from {} is larger than {} MiB, which no answer of \
+                             featurepipe's is: whether the batch was written is unknown",
+                                self.uri,
+                                MAX_ANSWER >> 20
+                            ),
+                        },
+                        None => Failure {
+                            maybe_sent: true,
+                            lasting: false,
+                            message: format!(
+                                "the answer from {} broke off: {}",
+                                self.uri,
+                                causes(&*e)
+                            ),
+                        },
+                    },
+                )?;
             Ok(Reply {
                 status,
                 replayed,
@@ -245,6 +268,10 @@ impl Service {
             })
     }
 }
+
+/// The most push reads of an answer (a batch's report lists each of its
+/// features: some tens of bytes each).
+const MAX_ANSWER: usize = 64 << 20;
 
 /// An attempt that got no answer.
 struct Failure {
