@@ -59,21 +59,26 @@ enum Attempt {
 impl Insert<'_> {
     /// Write all rows in one transaction; ids in feature order, or a failure report.
     pub async fn run(self) -> Result<WriteReport, Error> {
-        let many = self.pipeline
-            && !self.job.coll.before_insert_trigger
+        // Each shape's INSERT of many rows, made once: `None` when one
+        // feature a statement is what this request takes.
+        let job = &self.job;
+        let many = (self.pipeline
+            && !job.coll.before_insert_trigger
             && !self.skipping_trigger
-            && self.job.rows.len() > 1
-            && self
-                .job
-                .plan
-                .shapes
-                .iter()
-                .all(|shape| sql::insert_many(self.job.coll, shape, self.job.srid).is_some());
-        match self.attempt(many, self.skipping_trigger).await {
+            && job.rows.len() > 1)
+            .then(|| {
+                job.plan
+                    .shapes
+                    .iter()
+                    .map(|shape| sql::insert_many(job.coll, shape, job.srid))
+                    .collect::<Option<Vec<String>>>()
+            })
+            .flatten();
+        match self.attempt(many.as_deref(), self.skipping_trigger).await {
             Attempt::Done(written) => written,
             Attempt::OneByOne => {
                 tracing::debug!(collection = %self.job.coll.id, "a statement of many features failed; writing them one by one");
-                match self.attempt(false, true).await {
+                match self.attempt(None, true).await {
                     Attempt::Done(written) => written,
                     Attempt::OneByOne => unreachable!("one by one is not tried again"),
                 }
@@ -81,11 +86,20 @@ impl Insert<'_> {
         }
     }
 
-    /// One transaction of the rows, `many` to a statement where they write
-    /// the same columns, else one a feature; COMMIT queued behind them
-    /// unless a `skipping_trigger` may skip rows.
-    async fn attempt(&self, many: bool, skipping_trigger: bool) -> Attempt {
-        let statements = match self.prepare(many).await {
+    /// One transaction of the rows, many to a statement where they write
+    /// the same columns (by the INSERTs `many`, one per shape), else one a
+    /// feature; COMMIT queued behind them unless a `skipping_trigger` may
+    /// skip rows.
+    async fn attempt(&self, many: Option<&[String]>, skipping_trigger: bool) -> Attempt {
+        let job = &self.job;
+        let prepared = match many {
+            Some(sqls) => prepare_all(job.client, sqls, job.naming).await,
+            None => {
+                prepare_inserts(job.client, job.coll, &job.plan.shapes, job.srid, job.naming).await
+            }
+        };
+        let many = many.is_some();
+        let statements = match prepared {
             Ok(statements) => statements,
             Err(e) => return Attempt::Done(Err(e)),
         };
@@ -158,7 +172,6 @@ impl Insert<'_> {
             false => None,
         };
         drop(calls);
-        let job = &self.job;
         let rows = job.rows.len();
         let (keyed, single) = (job.idempotency, job.single);
         let written = conclude(job.client, job.coll, single, keyed, tally, queued).await;
@@ -216,24 +229,6 @@ impl Insert<'_> {
             }));
         }
         calls
-    }
-
-    /// Prepare one INSERT per shape (of `many` rows each, or of one), all
-    /// in one round trip.
-    async fn prepare(&self, many: bool) -> Result<Vec<Stmt>, Error> {
-        let job = &self.job;
-        let shapes = &job.plan.shapes;
-        let sqls: Vec<String> = match many {
-            true => shapes
-                .iter()
-                .map(|shape| sql::insert_many(job.coll, shape, job.srid).expect("checked by run"))
-                .collect(),
-            false => shapes
-                .iter()
-                .map(|shape| sql::insert(job.coll, shape, job.srid))
-                .collect(),
-        };
-        prepare_all(job.client, &sqls, job.naming).await
     }
 }
 
