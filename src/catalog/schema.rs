@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use super::checks::{Bound, Checks};
+use super::temporal::{named_time, Temporal, TimeKind, TIME_QUERYABLE};
 use super::{Collection, Column, ColumnType, ScalarType};
 use crate::geometry::GeometryType;
 
@@ -63,28 +64,23 @@ fn geojson_schema(kind: Option<GeometryType>) -> &'static str {
     }
 }
 
-/// The schema of a column's values: type (with `"null"` when it may be
-/// NULL, as features are read with a `null` there), format, length, bounds
-/// and the values allowed. A spatial property has a format and no type.
+/// The schema of a column's values: one type as a string (QGIS and GDAL
+/// read no other form), format, length, bounds and the values allowed, and
+/// `"nullable": true` (OpenAPI's keyword, an annotation to JSON Schema) where
+/// the column may be NULL and features are read with a `null` there. A
+/// spatial property has a format and no type.
 fn values(col: &Column) -> Value {
     let mut s = match &col.ty {
         ColumnType::Scalar(t) => scalar(*t),
         ColumnType::Array(t) => json!({"type": "array", "items": scalar(*t)}),
-        ColumnType::Geometry(g) => return json!({"format": geometry_format(g.kind)}),
+        ColumnType::Geometry(g) => json!({"format": geometry_format(g.kind)}),
         ColumnType::Unsupported => json!({"type": ANY_JSON}),
     };
-    constrain(&mut s, &col.checks);
+    if !matches!(col.ty, ColumnType::Geometry(_)) {
+        constrain(&mut s, &col.checks);
+    }
     if !col.not_null {
-        match &mut s["type"] {
-            Value::Array(types) if !types.contains(&json!("null")) => types.push(json!("null")),
-            Value::Array(_) => {}
-            one => *one = json!([one.take(), "null"]),
-        }
-        // `enum` holds for null too: a NULL the constraint lets pass is
-        // said apart from the values, so that no `null` is in the schema.
-        if let Some(allowed) = s.as_object_mut().and_then(|s| s.remove("enum")) {
-            s["anyOf"] = json!([{"enum": allowed}, {"type": "null"}]);
-        }
+        s["nullable"] = json!(true);
     }
     s
 }
@@ -203,6 +199,9 @@ pub fn queryables_schema(
         }
         properties.insert(col.name.clone(), s);
     }
+    if let Some(time) = named_time(coll, TIME_QUERYABLE) {
+        properties.insert(TIME_QUERYABLE.into(), time_queryable(coll, time));
+    }
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": id,
@@ -211,4 +210,35 @@ pub fn queryables_schema(
         "properties": properties,
         "additionalProperties": false,
     })
+}
+
+/// The queryable of the collection's `time` setting: an instant (a date or
+/// a timestamp), or an interval of two, for the temporal functions.
+fn time_queryable(coll: &Collection, time: Temporal) -> Value {
+    let format = match time.kind {
+        TimeKind::Date => "date",
+        TimeKind::Timestamp => "date-time",
+    };
+    let instant = json!({"type": "string", "format": format});
+    let name = |ci: usize| coll.columns[ci].name.as_str();
+    match time.end {
+        None => {
+            let mut s = instant;
+            s["title"] = json!(TIME_QUERYABLE);
+            s["description"] = json!(format!("the feature's time, column {}", name(time.start)));
+            s
+        }
+        Some(end) => json!({
+            "type": "array",
+            "items": instant,
+            "minItems": 2,
+            "maxItems": 2,
+            "title": TIME_QUERYABLE,
+            "description": format!(
+                "the feature's time interval, columns {} to {} (a NULL end is open), for the temporal functions",
+                name(time.start),
+                name(end)
+            ),
+        }),
+    }
 }

@@ -64,6 +64,17 @@ impl Temporal {
     }
 }
 
+/// The queryable name (OGC API - Features Part 3) of a collection's `time`.
+pub const TIME_QUERYABLE: &str = "time";
+
+/// The collection's `time` setting, where a filter names it: by
+/// [`TIME_QUERYABLE`], where no column is called so.
+pub fn named_time(coll: &Collection, name: &str) -> Option<Temporal> {
+    (name == TIME_QUERYABLE && coll.column_index(name).is_none())
+        .then_some(coll.time)
+        .flatten()
+}
+
 /// The columns `setting` names in `coll`: each a column of type date,
 /// timestamp or timestamptz, an interval's two distinct and of one kind.
 pub fn resolve(coll: &Collection, setting: &TimeColumns) -> Result<Temporal, String> {

@@ -15,6 +15,7 @@ use cql2::Expr;
 use tokio_postgres::types::ToSql;
 
 use super::sql::col;
+use crate::catalog::temporal::{named_time, Temporal};
 use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::error::{Error, ErrorKind};
 use crate::geometry::{Crs, WGS84_SRID};
@@ -685,6 +686,16 @@ impl Compiler<'_> {
 
     /// The column a property names, if a filter may name it.
     fn queryable(&self, e: &Expr, name: &str) -> Result<usize, Error> {
+        match named_time(self.coll, name) {
+            Some(Temporal { start, end: None, .. }) => return Ok(start),
+            Some(Temporal { .. }) => {
+                return Err(refused(
+                    e,
+                    format!("'{name}' is an interval here: compare it with the temporal functions (T_INTERSECTS, …)"),
+                ))
+            }
+            None => {}
+        }
         let ci = self
             .coll
             .column_index(name)
@@ -919,37 +930,61 @@ impl Compiler<'_> {
     fn bound(&mut self, at: &Expr, e: &Expr, first: bool) -> Result<Vec<Piece>, Error> {
         self.capture(|c| {
             match e {
-                Expr::Literal(s) if s == ".." => {
-                    c.sql(if first { "'-infinity'::timestamptz" } else { "'infinity'::timestamptz" })
-                }
+                Expr::Literal(s) if s == ".." => c.sql(if first {
+                    "'-infinity'::timestamptz"
+                } else {
+                    "'infinity'::timestamptz"
+                }),
                 Expr::Literal(s) => match (parse_instant(s), parse_date(s)) {
                     (Some(t), _) => c.bind(Value::Timestamptz(t)),
                     (None, Some(d)) => c.day_end(d, first),
                     (None, None) => return Err(refused(at, format!("'{s}' is not an instant"))),
                 },
-                Expr::Timestamp { timestamp } => c.bind(Value::Timestamptz(instant_of(e, timestamp)?)),
+                Expr::Timestamp { timestamp } => {
+                    c.bind(Value::Timestamptz(instant_of(e, timestamp)?))
+                }
                 Expr::Date { date } => {
                     let d = date_of(e, date)?;
                     c.day_end(d, first)
                 }
-                Expr::Property { property } => {
-                    let ci = c.queryable(e, property)?;
-                    let column = col(c.coll, ci);
-                    match &c.coll.columns[ci].ty {
-                        ColumnType::Scalar(ScalarType::Timestamptz) => c.sql(&column),
-                        ColumnType::Scalar(ScalarType::Timestamp) => {
-                            c.sql(&format!("({column} AT TIME ZONE 'UTC')"))
-                        }
-                        ColumnType::Scalar(ScalarType::Date) if first => {
-                            c.sql(&format!("({column}::timestamp AT TIME ZONE 'UTC')"))
-                        }
-                        ColumnType::Scalar(ScalarType::Date) => c.sql(&format!(
-                            "(({column} + 1)::timestamp AT TIME ZONE 'UTC' - interval '1 microsecond')"
-                        )),
-                        _ => return Err(refused(e, format!("'{property}' is not a date or a timestamp"))),
+                Expr::Property { property } => match named_time(c.coll, property) {
+                    // An interval's NULL end is open (JSON-FG's ".."); an
+                    // instant's NULL is no time, which matches nothing.
+                    Some(Temporal {
+                        start,
+                        end: Some(end),
+                        ..
+                    }) => {
+                        let (ci, open) = if first {
+                            (start, "-infinity")
+                        } else {
+                            (end, "infinity")
+                        };
+                        let column = instant(c.coll, ci, first).expect("a time column is temporal");
+                        c.sql(&format!("COALESCE({column}, '{open}'::timestamptz)"))
                     }
+                    Some(Temporal {
+                        start, end: None, ..
+                    }) => c.sql(&instant(c.coll, start, first).expect("a time column is temporal")),
+                    None => {
+                        let ci = c.queryable(e, property)?;
+                        match instant(c.coll, ci, first) {
+                            Some(column) => c.sql(&column),
+                            None => {
+                                return Err(refused(
+                                    e,
+                                    format!("'{property}' is not a date or a timestamp"),
+                                ))
+                            }
+                        }
+                    }
+                },
+                _ => {
+                    return Err(refused(
+                        at,
+                        "temporal functions take dates, timestamps and intervals",
+                    ))
                 }
-                _ => return Err(refused(at, "temporal functions take dates, timestamps and intervals")),
             }
             Ok(())
         })
@@ -964,6 +999,23 @@ impl Compiler<'_> {
             false => self.sql(" + 1)::timestamp AT TIME ZONE 'UTC' - interval '1 microsecond'"),
         }
     }
+}
+
+/// Column `ci` as its first (or last) instant, `timestamptz`: a date spans
+/// its day, a `timestamp` is UTC. `None` for a column of another type.
+fn instant(coll: &Collection, ci: usize, first: bool) -> Option<String> {
+    let column = col(coll, ci);
+    Some(match &coll.columns[ci].ty {
+        ColumnType::Scalar(ScalarType::Timestamptz) => column,
+        ColumnType::Scalar(ScalarType::Timestamp) => format!("({column} AT TIME ZONE 'UTC')"),
+        ColumnType::Scalar(ScalarType::Date) if first => {
+            format!("({column}::timestamp AT TIME ZONE 'UTC')")
+        }
+        ColumnType::Scalar(ScalarType::Date) => {
+            format!("(({column} + 1)::timestamp AT TIME ZONE 'UTC' - interval '1 microsecond')")
+        }
+        _ => return None,
+    })
 }
 
 /// One comparison of a temporal relation: an end of one side with an end

@@ -449,3 +449,95 @@ async fn sortby_orders_pages_that_stay_apart_and_properties_selects_them() {
         assert_eq!(r.status, 400, "{bad}: {r:?}");
     }
 }
+
+/// Visits, whose `time` setting is an interval of two dates (a NULL end
+/// open), and sightings, whose `time` is one timestamp.
+const TIMED: &str = "
+    CREATE TABLE visits (id serial PRIMARY KEY, starts date, ends date, geom geometry(Point, 4326));
+    INSERT INTO visits (starts, ends) VALUES
+        ('2024-01-01', '2024-01-10'), ('2024-02-01', NULL), (NULL, '2023-12-31'),
+        ('2024-03-01', '2024-03-01');
+    CREATE TABLE sightings (id serial PRIMARY KEY, seen timestamptz, geom geometry(Point, 4326));
+    INSERT INTO sightings (seen) VALUES ('2024-01-01T10:00:00Z'), ('2024-06-01T00:00:00Z'), (NULL);
+";
+
+#[tokio::test]
+async fn the_time_setting_is_the_queryable_time_of_the_temporal_functions() {
+    let settings = "[collections.visits]\ntime = [\"starts\", \"ends\"]\n\
+                    [collections.sightings]\ntime = \"seen\"\n";
+    let path = crate::support::settings_file("timed-queryables", settings);
+    let app = TestApp::with_config(TIMED, |c| c.settings = Some(path.clone())).await;
+    let ids = |coll: &'static str, filter: &'static str| {
+        let app = &app;
+        async move {
+            let r = app
+                .get(&format!(
+                    "/collections/{coll}/items?filter={}",
+                    percent_encode(filter)
+                ))
+                .await;
+            assert_eq!(r.status, 200, "{filter}: {r:?}");
+            let mut ids: Vec<i64> = r.body["features"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["id"].as_i64().unwrap())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    // An interval: each end a column, a NULL end open.
+    let jan = "T_INTERSECTS(time, INTERVAL('2024-01-05', '2024-01-31'))";
+    assert_eq!(ids("visits", jan).await, [1]);
+    let later = "T_INTERSECTS(time, INTERVAL('2025-01-01', '..'))";
+    assert_eq!(ids("visits", later).await, [2]);
+    assert_eq!(
+        ids("visits", "T_BEFORE(time, DATE('2024-01-01'))").await,
+        [3]
+    );
+    assert_eq!(
+        ids(
+            "visits",
+            "T_DURING(time, INTERVAL('2024-02-15', '2024-03-31'))"
+        )
+        .await,
+        [4]
+    );
+    // An instant: the temporal functions, and comparisons too; NULL is no time.
+    assert_eq!(
+        ids(
+            "sightings",
+            "T_AFTER(time, TIMESTAMP('2024-03-01T00:00:00Z'))"
+        )
+        .await,
+        [2]
+    );
+    assert_eq!(
+        ids("sightings", "time < TIMESTAMP('2024-03-01T00:00:00Z')").await,
+        [1]
+    );
+    assert_eq!(
+        ids("sightings", "T_DISJOINT(time, DATE('2024-01-01'))").await,
+        [2]
+    );
+    // An interval is no value to compare.
+    let r = app
+        .get(&format!(
+            "/collections/visits/items?filter={}",
+            percent_encode("time > DATE('2024-01-01')")
+        ))
+        .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("interval"),
+        "{r:?}"
+    );
+    // Both are published as queryables.
+    let q = app.get("/collections/visits/queryables").await.body;
+    assert_eq!(q["properties"]["time"]["type"], "array", "{q}");
+    assert_eq!(q["properties"]["time"]["items"]["format"], "date");
+    let q = app.get("/collections/sightings/queryables").await.body;
+    assert_eq!(q["properties"]["time"]["type"], "string", "{q}");
+    assert_eq!(q["properties"]["time"]["format"], "date-time");
+}

@@ -244,7 +244,8 @@ async fn schema_describes_the_properties() {
     assert_eq!(p["id"]["x-ogc-role"], "id");
     assert_eq!(p["id"]["readOnly"], true);
     assert_eq!(p["species"]["maxLength"], 40);
-    assert_eq!(p["height"]["type"], json!(["number", "null"]));
+    assert_eq!(p["height"]["type"], "number");
+    assert_eq!(p["height"]["nullable"], true);
     assert_eq!(p["planted"]["format"], "date");
     assert_eq!(p["tags"]["items"]["type"], "string");
     assert_eq!(p["area"]["readOnly"], true);
