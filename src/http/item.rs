@@ -68,7 +68,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ItemPath {
     tag = "Features",
     summary = "One feature",
     operation_id = "getFeature",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM), ("If-None-Match" = Option<String>, Header, description = "304 when the ETag matches (JSON)")),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("featureId" = String, Path, description = "The feature's key"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("profile" = Option<String>, Query, description = "GeoJSON profile: rfc7946 (plain GeoJSON, the default), jsonfg or jsonfg-plus (JSON-FG as application/geo+json), or their URIs http://www.opengis.net/def/profile/OGC/0/…; the answer's Link header (rel=profile) names it"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM), ("If-None-Match" = Option<String>, Header, description = "304 when the ETag matches (JSON)")),
     responses((status = 200, description = "The feature with self, alternate and collection links; as JSON-FG (f=jsonfg or Accept: application/fg+json) with conformsTo, coordRefSys, featureType, place in crs (the storage CRS by default), geometry in WGS 84 and time; or its page with a map", content((Feature = "application/geo+json"), (serde_json::Value = "application/fg+json"), (String = "text/html")), headers(("ETag" = String, description = "Strong entity tag of the stored feature"), ("Last-Modified" = Option<String>, description = "From the last-modified column, when the table has one"), ("Content-Crs" = Option<String>, description = "CRS of the geometry, in angle brackets"))), (status = 304, description = "Not modified (If-None-Match)"), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn get(
@@ -81,19 +81,17 @@ pub async fn get(
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
     let mut pairs = query_pairs(query.as_deref())?;
-    let as_jsonfg = jsonfg::asked(&mut pairs, &headers)?;
-    let (format, encoding, mut crs) = match as_jsonfg {
+    let answer = jsonfg::negotiate(&mut pairs, &headers)?;
+    let format = answer.format;
+    let (encoding, mut crs) = match answer.jsonfg {
         // JSON-FG's `place` is in the storage CRS unless another is asked for.
-        true => (Format::Json, Encoding::JsonFg, coll.storage_crs()),
-        false => {
-            let format = Format::negotiate(&mut pairs, &headers)?;
-            (format, Encoding::GeoJson, &coll.crs[0])
-        }
+        true => (Encoding::JsonFg, coll.storage_crs()),
+        false => (Encoding::GeoJson, &coll.crs[0]),
     };
     for (name, value) in pairs {
         match name.as_str() {
             "crs" => crs = offered_crs(&coll, &name, &value)?,
-            _ => return Err(unknown_parameter(&name, "f and crs").into()),
+            _ => return Err(unknown_parameter(&name, "f, profile and crs").into()),
         }
     }
     let db = &state.for_caller(&caller).db;
@@ -118,7 +116,7 @@ pub async fn get(
         encoding,
         crs: crs.clone(),
     };
-    Ok(vary_on_accept(feature_response(
+    let mut response = feature_response(
         StatusCode::OK,
         &stored,
         Return::Representation,
@@ -126,7 +124,9 @@ pub async fn get(
         &coll,
         &id,
         &rendering,
-    )))
+    );
+    answer.apply(&mut response);
+    Ok(vary_on_accept(response))
 }
 
 /// The feature's web page: its map and its properties. It carries no ETag:

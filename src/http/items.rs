@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -39,7 +39,7 @@ use crate::write::report::WriteReport;
     tag = "Features",
     summary = "A page of features; any other parameter naming a column of a simple type filters by equality",
     operation_id = "getFeatures",
-    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("offset" = Option<i64>, Query, description = "Features to skip; next/prev links carry it"), ("bbox" = Option<String>, Query, description = "4 or 6 numbers: only features intersecting the box (in bbox-crs, CRS84 by default)"), ("bbox-crs" = Option<String>, Query, description = "CRS of bbox (one of the collection's `crs`)"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("datetime" = Option<String>, Query, description = "An RFC 3339 instant or interval (`start/end`, `..` open): only features whose `time` meets it"), ("filter" = Option<String>, Query, description = "A CQL2 filter (OGC API - Features Part 3) on the queryables (`/collections/{collectionId}/queryables`): only the features that match"), ("filter-lang" = Option<String>, Query, description = "cql2-text (the default) or cql2-json"), ("filter-crs" = Option<String>, Query, description = "CRS of the filter's geometries (one of the collection's `crs`); CRS84 by default"), ("sortby" = Option<String>, Query, description = "Comma-separated queryables to order by (`-name` descending, `+name` or `name` ascending), then the key; strings in code-point order"), ("properties" = Option<String>, Query, description = "Comma-separated properties: only these are shown (none when empty)"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM)),
+    params(("collectionId" = String, Path, description = "Collection id, from GET /collections"), ("offset" = Option<i64>, Query, description = "Features to skip; next/prev links carry it"), ("bbox" = Option<String>, Query, description = "4 or 6 numbers: only features intersecting the box (in bbox-crs, CRS84 by default)"), ("bbox-crs" = Option<String>, Query, description = "CRS of bbox (one of the collection's `crs`)"), ("crs" = Option<String>, Query, description = "CRS of the output geometry (one of the collection's `crs`); CRS84 by default"), ("datetime" = Option<String>, Query, description = "An RFC 3339 instant or interval (`start/end`, `..` open): only features whose `time` meets it"), ("filter" = Option<String>, Query, description = "A CQL2 filter (OGC API - Features Part 3) on the queryables (`/collections/{collectionId}/queryables`): only the features that match"), ("filter-lang" = Option<String>, Query, description = "cql2-text (the default) or cql2-json"), ("filter-crs" = Option<String>, Query, description = "CRS of the filter's geometries (one of the collection's `crs`); CRS84 by default"), ("sortby" = Option<String>, Query, description = "Comma-separated queryables to order by (`-name` descending, `+name` or `name` ascending), then the key; strings in code-point order"), ("properties" = Option<String>, Query, description = "Comma-separated properties: only these are shown (none when empty)"), ("profile" = Option<String>, Query, description = "GeoJSON profile: rfc7946 (plain GeoJSON, the default), jsonfg or jsonfg-plus (JSON-FG as application/geo+json), or their URIs http://www.opengis.net/def/profile/OGC/0/…; the answer's Link header (rel=profile) names it"), ("f" = inline(Option<Format>), Query, description = FORMAT_PARAM)),
     responses((status = 200, description = "A FeatureCollection with numberMatched, numberReturned and paging links; as JSON-FG (f=jsonfg or Accept: application/fg+json) with conformsTo, coordRefSys, featureType, and each feature's place in crs (the storage CRS by default), geometry in WGS 84 and time; or the page with a map and a table of the properties", content((FeatureCollection = "application/geo+json"), (serde_json::Value = "application/fg+json"), (String = "text/html")), headers(("Content-Crs" = String, description = "CRS of the geometries, in angle brackets"))), (status = 400, description = "Bad parameter or body", body = Problem, content_type = "application/problem+json"), (status = 404, description = "No such collection or feature", body = Problem, content_type = "application/problem+json"), (status = 503, description = "The database is unreachable or busy; retry (Retry-After)", body = Problem, content_type = "application/problem+json"))
 )]
 pub async fn list(
@@ -52,11 +52,8 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let coll = state.to_read(&caller, &collection_id)?;
     let mut pairs = query_pairs(query.as_deref())?;
-    let as_jsonfg = jsonfg::asked(&mut pairs, &headers)?;
-    let format = match as_jsonfg {
-        true => Format::Json,
-        false => Format::negotiate(&mut pairs, &headers)?,
-    };
+    let answer = jsonfg::negotiate(&mut pairs, &headers)?;
+    let (format, as_jsonfg) = (answer.format, answer.jsonfg);
     let mut query = ItemsQuery::parse(&pairs, &coll)?;
     if as_jsonfg {
         query.encoding = Encoding::JsonFg;
@@ -69,14 +66,9 @@ pub async fn list(
     let path = format!("/collections/{}/items", percent_encode(&coll.id));
     let at = |offset: i64| format!("{path}?{}", query.at_offset(&coll, offset));
     // Paging links stay in the format answered.
-    let paged = |offset: i64| match format {
-        _ if as_jsonfg => jsonfg::path(&at(offset)),
-        Format::Json => at(offset),
-        Format::Html => with_format(&at(offset), Format::Html),
-    };
+    let paged = |offset: i64| answer.path(&at(offset));
     let page_type = match format {
-        _ if as_jsonfg => jsonfg::MEDIA_TYPE,
-        Format::Json => GEOJSON,
+        Format::Json => answer.media_type,
         Format::Html => "text/html",
     };
     let mut links = match as_jsonfg {
@@ -110,6 +102,9 @@ pub async fn list(
         "application/json",
         "The collection",
     ));
+    if format == Format::Json {
+        links.push(answer.profile.link());
+    }
     if format == Format::Html {
         let view = FeaturesView {
             coll: &coll,
@@ -156,11 +151,8 @@ pub async fn list(
         body.push_str(&f.json);
     }
     body.push_str("]}");
-    let mut response = (
-        [(header::CONTENT_TYPE, HeaderValue::from_static(page_type))],
-        body,
-    )
-        .into_response();
+    let mut response = body.into_response();
+    answer.apply(&mut response);
     set_content_crs(response.headers_mut(), &query.crs);
     Ok(vary_on_accept(response))
 }

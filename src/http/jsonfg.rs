@@ -9,6 +9,7 @@ use super::html::format::{accept_prefers, with_f, with_format, Format, HTML_TYPE
 use super::links::BaseUrl;
 use super::model::Link;
 use super::problem::{ApiError, Wrong};
+use super::profile::{self, Profile};
 use super::representation::{item_path, GEOJSON};
 use crate::catalog::Collection;
 use crate::feature::jsonfg::{feature_type, CORE, TYPES_SCHEMAS};
@@ -37,6 +38,87 @@ pub fn asked(pairs: &mut Vec<(String, String)>, headers: &HeaderMap) -> Result<b
     }
     pairs.retain(|(name, _)| name != "f");
     Ok(true)
+}
+
+/// How a read of features is answered, from `f`, `profile` and `Accept`.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    /// JSON (GeoJSON or JSON-FG) or HTML.
+    pub format: Format,
+    /// The features are JSON-FG.
+    pub jsonfg: bool,
+    /// The media type of a JSON answer: JSON-FG asked for by `f=jsonfg` or
+    /// `Accept: application/fg+json` keeps JSON-FG's own; by a profile, it
+    /// is GeoJSON's, as JSON-FG 1.0 has it.
+    pub media_type: &'static str,
+    /// The profile a JSON answer keeps to, said in its `Link` header and
+    /// its links: the one asked for, else `jsonfg` or `rfc7946`.
+    pub profile: Profile,
+}
+
+/// The answer the request asks for; `f` and `profile` are taken out of `pairs`.
+pub fn negotiate(
+    pairs: &mut Vec<(String, String)>,
+    headers: &HeaderMap,
+) -> Result<Answer, ApiError> {
+    let profile = profile::asked(pairs)?;
+    let f_jsonfg = pairs.iter().any(|(name, value)| name == "f" && value == F);
+    if f_jsonfg && profile == Some(Profile::Rfc7946) {
+        let message = "query parameters 'f' and 'profile': f=jsonfg is not the rfc7946 profile";
+        return Err(ApiError::new(Wrong::InvalidParameter, message));
+    }
+    let own_type = asked(pairs, headers)?;
+    let format = match own_type {
+        true => Format::Json,
+        false => Format::negotiate(pairs, headers)?,
+    };
+    let jsonfg = format == Format::Json && profile.map_or(own_type, Profile::is_jsonfg);
+    let media_type = match (jsonfg, own_type) {
+        (true, true) => MEDIA_TYPE,
+        _ => GEOJSON,
+    };
+    let profile = match (profile, jsonfg) {
+        (Some(profile), _) => profile,
+        (None, true) => Profile::JsonFg,
+        (None, false) => Profile::Rfc7946,
+    };
+    Ok(Answer {
+        format,
+        jsonfg,
+        media_type,
+        profile,
+    })
+}
+
+impl Answer {
+    /// `path` (which may carry a query) asking for this answer again: a
+    /// paging link stays in the format and the profile answered.
+    pub fn path(&self, path: &str) -> String {
+        match (self.format, self.jsonfg, self.media_type) {
+            (Format::Html, ..) => with_format(path, Format::Html),
+            (_, true, MEDIA_TYPE) => with_f(path, F),
+            (_, true, _) => {
+                let joint = if path.contains('?') { '&' } else { '?' };
+                format!("{path}{joint}profile={}", self.profile.token())
+            }
+            _ => path.to_owned(),
+        }
+    }
+
+    /// Say the profile in `response`'s `Link` header (and the JSON-FG media
+    /// type asked for), unless it is a page.
+    pub fn apply(&self, response: &mut axum::response::Response) {
+        if self.format == Format::Html {
+            return;
+        }
+        let (name, value) = self.profile.link_header();
+        let headers = response.headers_mut();
+        headers.insert(name, value);
+        headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static(self.media_type),
+        );
+    }
 }
 
 /// The members of a JSON-FG document's root about `coll`'s features in
@@ -112,10 +194,16 @@ pub fn document(
 
 /// The encoding a write answers its feature in (`Prefer:
 /// return=representation`): the one of JSON-FG and GeoJSON that `Accept`
-/// prefers, else the body's (`body_jsonfg`).
+/// prefers, else the body's (`body_jsonfg`); the profile a `Link` header
+/// declared the body to keep to, before either.
 pub fn answer_encoding(headers: &HeaderMap, body_jsonfg: bool) -> Encoding {
     let fg = [("application", "fg+json")];
-    if accept_prefers(headers, &fg, &[&JSON_TYPES]) {
+    if let Some(profile) = profile::declared(headers) {
+        match profile.is_jsonfg() {
+            true => Encoding::JsonFg,
+            false => Encoding::GeoJson,
+        }
+    } else if accept_prefers(headers, &fg, &[&JSON_TYPES]) {
         Encoding::JsonFg
     } else if accept_prefers(headers, &JSON_TYPES, &[&fg]) || !body_jsonfg {
         Encoding::GeoJson

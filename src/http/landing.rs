@@ -42,6 +42,12 @@ pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-common-3/1.0/conf/returnables-and-receivables",
     jsonfg::CORE,
     jsonfg::TYPES_SCHEMAS,
+    // JSON-FG in Web APIs and GeoJSON profiles (`http::profile`): the
+    // `profile` parameter of Part 5, whose class it builds on.
+    "http://www.opengis.net/spec/json-fg-1/1.0/conf/api",
+    "http://www.opengis.net/spec/json-fg-1/1.0/conf/profiles",
+    "http://www.opengis.net/spec/ogcapi-features-5/1.0/conf/profile-parameter",
+    "http://www.opengis.net/spec/ogcapi-common-3/1.0/conf/profile-parameter",
     // Part 3 and CQL2 (`read::filter`): filters by cql2-text or cql2-json,
     // with the functions and operators below; not accent-insensitive
     // comparison (ACCENTI) nor array functions.

@@ -22,6 +22,7 @@ pub mod model;
 pub mod ogc_tx;
 pub mod openapi;
 pub mod problem;
+pub mod profile;
 pub mod representation;
 pub mod server;
 pub mod telemetry;

@@ -9,6 +9,7 @@ use super::html::Format;
 use super::jsonfg;
 use super::links::BaseUrl;
 use super::problem::{ApiError, Wrong};
+use super::profile::{self, Profile};
 use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::feature::{Handling, InputLimits, Reading};
@@ -255,9 +256,14 @@ pub fn reading(
     })
 }
 
-/// Whether the body's `Content-Type` says JSON-FG: `application/fg+json`, or
-/// GeoJSON's, JSON's or a merge patch's with JSON-FG's profile.
+/// Whether the body is said to be JSON-FG: by a `Link: <…/jsonfg>;
+/// rel="profile"` header (JSON-FG 1.0 on writes), or by its `Content-Type`:
+/// `application/fg+json`, or GeoJSON's, JSON's or a merge patch's with
+/// JSON-FG's profile.
 fn is_jsonfg(headers: &HeaderMap) -> bool {
+    if let Some(profile) = profile::declared(headers) {
+        return profile.is_jsonfg();
+    }
     let value = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -507,6 +513,12 @@ pub fn feature_response(
     validators(feature, headers);
     if preference == Return::Representation {
         set_content_crs(headers, crs);
+        let profile = match rendering.encoding {
+            Encoding::GeoJson => Profile::Rfc7946,
+            Encoding::JsonFg => Profile::JsonFg,
+        };
+        let (name, value) = profile.link_header();
+        headers.insert(name, value);
     }
     response
 }

@@ -727,7 +727,10 @@ async fn reads_negotiate_json_fg() {
         .iter()
         .filter(|c| c.as_str().unwrap().contains("json-fg"))
         .count();
-    assert_eq!(others, 2, "only Core and Feature Types are declared");
+    assert_eq!(
+        others, 4,
+        "only Core, Feature Types, Web APIs and profiles are declared"
+    );
 }
 
 #[tokio::test]
@@ -1272,4 +1275,135 @@ async fn the_feature_type_setting_names_the_type() {
     // Without the setting, the type is the collection's id.
     let r = read_fg(&app, "/collections/places/items").await;
     assert_eq!(r.body["featureType"], "places");
+}
+
+/// The `Link` header that names profile `token`.
+fn profile_link(token: &str) -> String {
+    format!("<http://www.opengis.net/def/profile/OGC/0/{token}>; rel=\"profile\"")
+}
+
+#[tokio::test]
+async fn json_fg_in_web_apis_the_profile_parameter_and_profile_links() {
+    let app = app().await;
+    // A feature without conformsTo: only the Link header says it is JSON-FG.
+    let mut islay = islay().0;
+    islay.as_object_mut().unwrap().remove("conformsTo");
+    let declared = profile_link("jsonfg");
+    let headers = [
+        ("content-type", "application/geo+json"),
+        ("link", declared.as_str()),
+        ("prefer", "return=representation"),
+    ];
+    let r = app
+        .send(
+            "POST",
+            "/collections/uk_airports/items",
+            &headers,
+            Some(islay.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert_eq!(
+        r.headers["link"], declared,
+        "a write answers in its body's profile"
+    );
+    let stored = app
+        .db
+        .text("SELECT ST_AsText(geom) FROM uk_airports WHERE id = 13")
+        .await;
+    assert_eq!(stored.as_deref(), Some("POINT(132440.63 651435.92)"));
+
+    let geojson = [("accept", "application/geo+json")];
+    let get = |path: String| {
+        let app = &app;
+        async move { app.send("GET", &path, &geojson, None).await }
+    };
+    for (query, token) in [
+        ("profile=jsonfg", "jsonfg"),
+        ("profile=jsonfg-plus", "jsonfg-plus"),
+        (
+            "profile=http%3A%2F%2Fwww.opengis.net%2Fdef%2Fprofile%2FOGC%2F0%2Fjsonfg",
+            "jsonfg",
+        ),
+    ] {
+        for path in [
+            format!("/collections/uk_airports/items?{query}"),
+            format!("/collections/uk_airports/items/13?{query}"),
+        ] {
+            let r = get(path.clone()).await;
+            assert_eq!(r.status, 200, "{path}: {r:?}");
+            // JSON-FG 1.0 is GeoJSON's media type with a profile.
+            assert_eq!(r.headers["content-type"], "application/geo+json", "{path}");
+            assert_eq!(r.headers["link"], profile_link(token), "{path}");
+            assert!(
+                r.body["conformsTo"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!(CORE)),
+                "{path}"
+            );
+            let features = match r.body["features"].as_array() {
+                Some(features) => features.clone(),
+                None => vec![r.body.clone()],
+            };
+            for f in &features {
+                // jsonfg-plus: a place always has a geometry beside it.
+                assert!(
+                    !f["place"].is_null() && !f["geometry"].is_null(),
+                    "{path}: {f}"
+                );
+            }
+        }
+    }
+    // A page says its profile in its links too, and its pages keep it.
+    let r = get("/collections/uk_airports/items?profile=jsonfg&limit=1".into()).await;
+    let links = r.body["links"].as_array().unwrap();
+    let profile = links.iter().find(|l| l["rel"] == "profile").unwrap();
+    assert_eq!(
+        profile["href"],
+        "http://www.opengis.net/def/profile/OGC/0/jsonfg"
+    );
+    // Plain GeoJSON, asked or by default: no place, no JSON-FG conformsTo.
+    for path in [
+        "/collections/uk_airports/items?profile=rfc7946",
+        "/collections/uk_airports/items",
+        "/collections/uk_airports/items/13",
+    ] {
+        let r = get(path.into()).await;
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        assert_eq!(r.headers["content-type"], "application/geo+json");
+        assert_eq!(r.headers["link"], profile_link("rfc7946"), "{path}");
+        assert!(r.body.get("conformsTo").is_none(), "{path}");
+        assert!(!r.body.to_string().contains("\"place\""), "{path}: {r:?}");
+    }
+    let r = app
+        .send(
+            "HEAD",
+            "/collections/uk_airports/items?profile=jsonfg",
+            &geojson,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.headers["link"], profile_link("jsonfg"));
+    for bad in [
+        "profile=geojson",
+        "profile=jsonfg,rfc7946",
+        "f=jsonfg&profile=rfc7946",
+    ] {
+        let r = get(format!("/collections/uk_airports/items?{bad}")).await;
+        assert_eq!(r.status, 400, "{bad}: {r:?}");
+        assert!(
+            r.body["detail"].as_str().unwrap().contains("profile"),
+            "{bad}: {r:?}"
+        );
+    }
+    let r = app.get("/conformance").await;
+    let classes = r.body["conformsTo"].as_array().unwrap();
+    for class in [
+        "http://www.opengis.net/spec/json-fg-1/1.0/conf/api",
+        "http://www.opengis.net/spec/json-fg-1/1.0/conf/profiles",
+    ] {
+        assert!(classes.contains(&json!(class)), "{class}");
+    }
 }
