@@ -6,11 +6,18 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{Op, Operation, Step, StepKind};
+use std::sync::Arc;
+
+use super::{Op, Operation, Selected, Step, StepKind};
 use crate::auth::Caller;
 use crate::catalog::{Catalog, Collection};
 use crate::error::{Error, ErrorKind, FieldError, MAX_LISTED_ERRORS};
-use crate::feature::{parse_body, parse_item, InputLimits, ItemBody, Purpose, Reading, MALFORMED};
+use crate::feature::{
+    escape_pointer, parse_body, parse_item, InputLimits, ItemBody, Purpose, Reading, MALFORMED,
+};
+use crate::geometry::Crs;
+use crate::read::filter::{Filter, Lang};
+use crate::read::params::offered_crs;
 use crate::read::plain_etag;
 
 #[derive(Deserialize)]
@@ -38,6 +45,16 @@ pub(super) struct OpIn<'a> {
     pub ids: Option<Vec<&'a RawValue>>,
     #[serde(default)]
     pub if_match: Option<String>,
+    /// Updates and deletes: the features a CQL2 filter selects (an object
+    /// in cql2-json, a string in cql2-text).
+    #[serde(borrow, default)]
+    pub filter: Option<&'a RawValue>,
+    /// The filter's language, when not told by its shape.
+    #[serde(default, rename = "filter-lang")]
+    pub filter_lang: Option<String>,
+    /// The CRS of the filter's geometries (CRS84 unless given).
+    #[serde(default, rename = "filter-crs")]
+    pub filter_crs: Option<String>,
     /// The property an OGC filter names the features by: it must be the key
     /// (checked once the collection is known, at `/key_property`).
     #[serde(skip)]
@@ -59,10 +76,10 @@ impl Dialect {
         match (self, kind) {
             (_, Op::Insert) => &["feature", "features"],
             (_, Op::Replace) => &["id", "feature"],
-            (Dialect::Own, Op::Update) => &["id", "patch"],
+            (Dialect::Own, Op::Update) => &["id", "patch", "filter"],
             // An OGC filter may select several features to update alike.
-            (Dialect::Ogc, Op::Update) => &["id", "ids", "patch"],
-            (_, Op::Delete) => &["id", "ids"],
+            (Dialect::Ogc, Op::Update) => &["id", "ids", "patch", "filter"],
+            (_, Op::Delete) => &["id", "ids", "filter"],
         }
     }
 
@@ -276,17 +293,17 @@ pub(super) fn collect(
         let at = format!("/operations/{k}");
         // Rights before anything of the operation is looked at: a refusal
         // says nothing of the collection or its columns.
-        caller.check_write(&op.collection).map_err(|e| {
-            let pointer = places.apply(&format!("{at}/collection"));
-            let problem = FieldError::new(0, pointer, "forbidden", e.detail());
-            e.with_errors(vec![FieldError {
-                operation: Some(k),
-                feature: None,
-                ..problem
-            }])
-        })?;
+        caller
+            .check_write(&op.collection)
+            .map_err(|e| forbidden_at(e, places.apply(&format!("{at}/collection")), k))?;
         let first = steps.len();
         let may_read = caller.can_read(&op.collection);
+        // A filter reads the features it selects (how many matched, which).
+        if op.filter.is_some() {
+            caller
+                .check_read(&op.collection)
+                .map_err(|e| forbidden_at(e, places.apply(&format!("{at}/filter")), k))?;
+        }
         let read = match refused {
             Some(refused) => Err(refused),
             None => read((catalog, limits), &op, kind, &at, dialect, &mut steps),
@@ -340,6 +357,16 @@ pub(super) fn collect(
         ),
     )
     .with_some_errors(problems.listed, problems.total))
+}
+
+/// A refusal of the caller's rights, said of operation `k` at `pointer`.
+fn forbidden_at(e: Error, pointer: String, k: usize) -> Error {
+    let problem = FieldError::new(0, pointer, "forbidden", e.detail());
+    e.with_errors(vec![FieldError {
+        operation: Some(k),
+        feature: None,
+        ..problem
+    }])
 }
 
 /// Why an operation cannot be carried out.
@@ -418,6 +445,7 @@ fn read(
         ("patch", op.patch.is_some()),
         ("id", op.id.is_some()),
         ("ids", op.ids.is_some()),
+        ("filter", op.filter.is_some()),
     ];
     if let Some((name, _)) = given.iter().find(|(n, g)| *g && !allowed.contains(n)) {
         return Err(field(
@@ -426,6 +454,9 @@ fn read(
             MALFORMED,
             format!("'{}' takes {}, not {name}", op.op, allowed.join(" or ")),
         ));
+    }
+    if let Some(filter) = op.filter {
+        return by_filter(&coll, op, (kind, at), filter, &how, steps);
     }
     match kind {
         Op::Insert => {
@@ -559,6 +590,114 @@ fn read(
     }
 }
 
+/// An update or delete of every feature `filter` selects: one statement,
+/// whose condition the filter is (see [`crate::read::filter`]).
+fn by_filter(
+    coll: &Arc<Collection>,
+    op: &OpIn<'_>,
+    (kind, at): (Op, &str),
+    filter: &RawValue,
+    how: &Reading,
+    steps: &mut Vec<Step>,
+) -> Result<(String, bool), Wrong> {
+    let wrong_filter = |member: &str, message: String| field(at, member, "invalid_filter", message);
+    if op.id.is_some() || op.ids.is_some() {
+        let message =
+            "an operation selects its features by \"id\", \"ids\" or \"filter\", not both";
+        return Err(field(at, "/filter", MALFORMED, message));
+    }
+    if op.if_match.is_some() {
+        let message = "one if_match cannot hold for the features a filter selects";
+        return Err(field(at, "/if_match", MALFORMED, message));
+    }
+    let text = filter.get();
+    let lang = match (op.filter_lang.as_deref(), text.starts_with('"')) {
+        (None | Some("cql2-text"), true) => Lang::Text,
+        (None | Some("cql2-json"), false) => Lang::Json,
+        (Some(lang @ ("cql2-text" | "cql2-json")), _) => {
+            let message = format!("filter-lang is {lang}, and the filter is not");
+            return Err(wrong_filter("/filter-lang", message));
+        }
+        (Some(other), _) => {
+            let message = format!("'{other}' is not a filter language: cql2-text or cql2-json");
+            return Err(wrong_filter("/filter-lang", message));
+        }
+    };
+    let given = match lang {
+        Lang::Text => serde_json::from_str::<String>(text).unwrap_or_default(),
+        Lang::Json => text.to_owned(),
+    };
+    let crs = match &op.filter_crs {
+        Some(uri) => offered_crs(coll, "filter-crs", uri)
+            .map_err(|e| wrong_filter("/filter-crs", e.detail().to_owned()))?
+            .clone(),
+        None => Crs::crs84(),
+    };
+    let filter = Filter::parse(coll, &given, lang, &crs, op.filter_crs.clone()).map_err(|e| {
+        // Said of the query parameter on items; here, of the member.
+        let detail = e.detail();
+        let detail = detail
+            .strip_prefix("query parameter 'filter': ")
+            .unwrap_or(detail);
+        wrong_filter("/filter", detail.to_owned())
+    })?;
+    let (columns, values, srid, written_at) = match kind {
+        Op::Update => {
+            let raw = op
+                .patch
+                .ok_or_else(|| field(at, "/patch", MALFORMED, "'update' needs \"patch\""))?;
+            let parsed = parse_item(raw.get().as_bytes(), coll, Purpose::Patch, how)
+                .map_err(|e| Wrong::Body(e, format!("{at}/patch")))?;
+            let key_given = match (&parsed.id, coll.primary_key) {
+                (Some(_), _) => Some("/patch/id".to_owned()),
+                (None, Some(pk))
+                    if parsed.key_property.is_some() || parsed.columns.contains(&pk) =>
+                {
+                    Some(format!(
+                        "/patch/properties/{}",
+                        escape_pointer(&coll.columns[pk].name)
+                    ))
+                }
+                _ => None,
+            };
+            if let Some(member) = key_given {
+                let message =
+                    "an update by filter cannot give every feature it selects the same key";
+                return Err(field(at, &member, MALFORMED, message));
+            }
+            let srid = parsed.crs.srid;
+            (
+                Some(parsed.columns),
+                parsed.values,
+                srid,
+                format!("{at}/patch"),
+            )
+        }
+        Op::Delete => (None, Vec::new(), how.crs.srid, format!("{at}/filter")),
+        Op::Insert | Op::Replace => {
+            let message = format!("'{}' does not select features by a filter", op.op);
+            return Err(field(at, "/filter", MALFORMED, message));
+        }
+    };
+    let (condition, bound) = filter.sql(values.len() + 1);
+    let selected = Box::new(Selected {
+        condition,
+        values: bound,
+    });
+    steps.push(Step {
+        coll: coll.clone(),
+        kind: match columns {
+            Some(columns) => StepKind::UpdateWhere(columns, selected),
+            None => StepKind::DeleteWhere(selected),
+        },
+        id: None,
+        values,
+        if_match: None,
+        srid,
+    });
+    Ok((written_at, false))
+}
+
 /// An id (string or number), as text.
 fn key_text(raw: &RawValue, pointer: &str) -> Result<String, Wrong> {
     let text = raw.get();
@@ -587,14 +726,19 @@ fn keys(ids: &[&RawValue], at: &str) -> Result<Vec<String>, Wrong> {
         .collect()
 }
 
-/// A filter that names features by `named`: the key column, or `id` (the
-/// GeoJSON member) unless a column other than the key is called so.
-fn check_key_named(coll: &Collection, named: &str, at: &str) -> Result<(), Wrong> {
+/// Whether `named` names the key: the key column, or `id` (the GeoJSON
+/// member) unless a column other than the key is called so.
+pub(super) fn names_key(coll: &Collection, named: &str) -> bool {
     let key = coll.primary_key.map(|pk| coll.columns[pk].name.as_str());
-    let is_key = Some(named) == key || (named == "id" && coll.column_index("id").is_none());
-    if is_key {
+    Some(named) == key || (named == "id" && coll.column_index("id").is_none())
+}
+
+/// A filter that names features by `named`, which must be the key.
+fn check_key_named(coll: &Collection, named: &str, at: &str) -> Result<(), Wrong> {
+    if names_key(coll, named) {
         return Ok(());
     }
+    let key = coll.primary_key.map(|pk| coll.columns[pk].name.as_str());
     Err(field(
         at,
         "/key_property",

@@ -35,7 +35,9 @@ use crate::write::idempotency::Answer;
 use crate::write::idempotency::Idempotency;
 use crate::write::pipeline::{Call, Calls};
 use crate::write::retry::Retry;
-use crate::write::sql::{change_item_strict, insert_strict, ItemChange, NO_SUCH_FEATURE};
+use crate::write::sql::{
+    change_item_strict, change_where, insert_strict, ItemChange, NO_SUCH_FEATURE,
+};
 use crate::write::{claim_calls, claim_failed, keyed_connection, store_response_and_commit, Keyed};
 use ogc::report::{Names, TransactionResponse};
 use report::{Outcome, SessionReport};
@@ -170,6 +172,20 @@ pub enum StepKind {
     Delete,
     /// Fail as a missing feature: the id cannot be a key.
     Missing,
+    /// Update these columns of every feature a filter selects.
+    UpdateWhere(Vec<usize>, Box<Selected>),
+    /// Delete every feature a filter selects.
+    DeleteWhere(Box<Selected>),
+}
+
+/// The features an edit by filter selects: the filter's SQL condition, its
+/// placeholders after the step's values, and the values it binds.
+#[derive(Debug)]
+pub struct Selected {
+    /// The condition on the table `t`.
+    pub condition: String,
+    /// What it binds, in order.
+    pub values: Vec<Box<dyn ToSql + Sync + Send>>,
 }
 
 /// One statement of the session.
@@ -206,6 +222,12 @@ impl Step {
             }
             StepKind::Delete => change_item_strict(&self.coll, ItemChange::Delete, &crs),
             StepKind::Missing => NO_SUCH_FEATURE.to_owned(),
+            StepKind::UpdateWhere(columns, selected) => {
+                change_where(&self.coll, Some(columns), self.srid, &selected.condition)
+            }
+            StepKind::DeleteWhere(selected) => {
+                change_where(&self.coll, None, self.srid, &selected.condition)
+            }
         }
     }
 }
@@ -221,6 +243,8 @@ pub enum Done {
     Etag(String),
     /// A delete.
     Deleted,
+    /// An edit by filter: the keys of the features it changed, as text.
+    Touched(Vec<String>),
 }
 
 /// One message of a flight.
@@ -585,7 +609,17 @@ impl<'a> Session<'a> {
         if !matches!(step.kind, StepKind::Missing) {
             params.extend(step.values.iter().map(|v| v as &(dyn ToSql + Sync)));
         }
-        // Every statement answers one row or raises; reading rows (not
+        if let StepKind::UpdateWhere(_, selected) | StepKind::DeleteWhere(selected) = &step.kind {
+            params.extend(
+                selected
+                    .values
+                    .iter()
+                    .map(|v| v.as_ref() as &(dyn ToSql + Sync)),
+            );
+            let rows = statement.query(self.client, &params).await?;
+            return Ok(Done::Touched(rows.iter().map(|r| r.get(0)).collect()));
+        }
+        // Every other statement answers one row or raises; reading rows (not
         // `query_one`) keeps a surprise from becoming a client-side error
         // while the server's transaction goes on.
         let rows = statement.query(self.client, &params).await?;

@@ -37,7 +37,8 @@ pub struct OpResult {
     pub collection: String,
     /// Its fate.
     pub status: OpStatus,
-    /// Inserts: the new keys in feature order (numbers for integer keys).
+    /// Inserts: the new keys in feature order (numbers for integer keys);
+    /// updates and deletes by filter: the keys of the features they touched.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub ids: Option<Ids>,
@@ -47,6 +48,9 @@ pub struct OpResult {
     /// Deletes: how many features were deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deleted: Option<usize>,
+    /// Updates by filter: how many features were updated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated: Option<usize>,
     // Boxed: most operations do not fail, and a session read as it arrives
     // holds one result per feature.
     /// Why it failed.
@@ -144,6 +148,7 @@ impl Outcome {
             ids: None,
             etag: None,
             deleted: None,
+            updated: None,
             error: None,
         }));
         let first = self.batches.len();
@@ -206,6 +211,8 @@ impl Outcome {
         // Compact (a number or a string a key): a session read as it
         // arrives holds one result per feature.
         let mut ids: Option<Ids> = None;
+        // An edit by filter: how many features it touched.
+        let mut touched = None;
         let mut failure = None;
         let result = &mut self.results[k];
         for (i, s) in op.steps.clone().enumerate() {
@@ -214,6 +221,12 @@ impl Outcome {
                     .get_or_insert_with(|| Ids::new(steps[s].coll.integer_key(), op.steps.len()))
                     .push_text(key),
                 Some(Ok(Done::Etag(etag))) => result.etag = Some(etag),
+                Some(Ok(Done::Touched(keys))) => {
+                    let ids = ids
+                        .get_or_insert_with(|| Ids::new(steps[s].coll.integer_key(), keys.len()));
+                    keys.into_iter().for_each(|key| ids.push_text(key));
+                    touched = Some(ids.len());
+                }
                 Some(Ok(_)) => {}
                 Some(Err(e)) if failure.is_none() && !was_aborted => failure = Some((i, s, e)),
                 Some(Err(_)) | None => {}
@@ -242,9 +255,11 @@ impl Outcome {
             return false;
         }
         result.status = OpStatus::Written;
-        match op.op {
-            Op::Insert => result.ids = Some(ids.unwrap_or_else(|| Ids::new(false, 0))),
-            Op::Delete => result.deleted = Some(op.steps.len()),
+        match (op.op, touched) {
+            (Op::Insert, _) => result.ids = Some(ids.unwrap_or_else(|| Ids::new(false, 0))),
+            (Op::Delete, None) => result.deleted = Some(op.steps.len()),
+            (Op::Delete, Some(n)) => (result.deleted, result.ids) = (Some(n), ids),
+            (Op::Update, Some(n)) => (result.updated, result.ids) = (Some(n), ids),
             _ => {}
         }
         true

@@ -234,21 +234,7 @@ fn change_item_then(
         ),
         ItemChange::Replace(columns) | ItemChange::Update(columns) => {
             let replace = matches!(change, ItemChange::Replace(_));
-            let mut sets = Vec::new();
-            for (ci, column) in coll.columns.iter().enumerate() {
-                let given = columns.iter().position(|&c| c == ci);
-                let value = if let Some(i) = given {
-                    param_expr(coll, ci, &format!("${}", i + 4), crs.srid)
-                } else if replace && Some(ci) != coll.primary_key && !coll.kept_on_change(ci) {
-                    "DEFAULT".to_owned()
-                } else {
-                    continue;
-                };
-                sets.push(format!("{} = {value}", quote_ident(&column.name)));
-            }
-            if let Some(ci) = coll.last_modified {
-                sets.push(format!("{} = now()", quote_ident(&coll.columns[ci].name)));
-            }
+            let sets = assignments(coll, columns, replace, crs.srid, 4);
             if sets.is_empty() {
                 // Nothing to change: the locked row as it is.
                 format!(
@@ -268,6 +254,63 @@ fn change_item_then(
                 AND ($3::timestamptz IS NULL OR cur.lm IS NULL OR date_trunc('second', cur.lm) <= $3)), \
          done AS ({done}) {answer}"
     )
+}
+
+/// The `SET` list writing `columns` from parameters `$first`…, on a
+/// replace every other writable column to its default, and the
+/// last-modified column to now.
+fn assignments(
+    coll: &Collection,
+    columns: &[usize],
+    replace: bool,
+    srid: i32,
+    first: usize,
+) -> Vec<String> {
+    let mut sets = Vec::new();
+    for (ci, column) in coll.columns.iter().enumerate() {
+        let given = columns.iter().position(|&c| c == ci);
+        let value = if let Some(i) = given {
+            param_expr(coll, ci, &format!("${}", i + first), srid)
+        } else if replace && Some(ci) != coll.primary_key && !coll.kept_on_change(ci) {
+            "DEFAULT".to_owned()
+        } else {
+            continue;
+        };
+        sets.push(format!("{} = {value}", quote_ident(&column.name)));
+    }
+    if let Some(ci) = coll.last_modified {
+        sets.push(format!("{} = now()", quote_ident(&coll.columns[ci].name)));
+    }
+    sets
+}
+
+/// The statement that changes every feature `condition` selects (an edit
+/// by filter): updates `columns` from `$1`… (geometries in `srid`), or with
+/// `None` deletes; it answers the keys of the features it touched, as text.
+/// Row security and the caller's rights apply as to any statement.
+pub fn change_where(
+    coll: &Collection,
+    columns: Option<&[usize]>,
+    srid: i32,
+    condition: &str,
+) -> String {
+    let table = coll.qualified_name();
+    let returning = returning_key(coll);
+    match columns.map(|columns| assignments(coll, columns, false, srid, 1)) {
+        None => format!("DELETE FROM {table} AS t WHERE {condition}{returning}"),
+        // Nothing to change: the selected rows, locked as an update would.
+        Some(sets) if sets.is_empty() => {
+            let pk = coll
+                .primary_key
+                .expect("only writable collections are changed");
+            let key = read_sql::col(coll, pk);
+            format!("SELECT {key}::text FROM {table} AS t WHERE {condition} FOR UPDATE")
+        }
+        Some(sets) => format!(
+            "UPDATE {table} AS t SET {} WHERE {condition}{returning}",
+            sets.join(", ")
+        ),
+    }
 }
 
 /// The client's key `$1` as a value of the key column; an error (22023) when

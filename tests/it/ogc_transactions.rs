@@ -296,9 +296,9 @@ async fn batch_reports_failed_actions_and_writes_the_rest() {
         {"action": "replace", "collection": "roads", "filter": by_id("gid", json!(1)),
          "feature": {"type": "Feature", "properties": {"name": "renamed"},
                      "geometry": {"type": "LineString", "coordinates": [[0, 0], [2, 2]]}}},
-        // A filter featurepipe does not take: this action alone is refused.
+        // A filter that cannot run: this action alone is refused.
         {"action": "delete", "collection": "pts",
-         "filter": {"op": "s_intersects", "args": [{"property": "geom"}, {"bbox": [0, 0, 1, 1]}]}}
+         "filter": {"op": "s_intersects", "args": [{"property": "nosuch"}, {"bbox": [0, 0, 1, 1]}]}}
       ]
     });
     let r = ogc(&app, &body).await;
@@ -326,7 +326,7 @@ async fn batch_reports_failed_actions_and_writes_the_rest() {
             "1 \"check_violation\" /transaction/1/properties",
             "2 \"unknown_property\" /transaction/2/items/0/properties/colour",
             "3 \"unique_violation\" /transaction/3/items/0",
-            "6 \"unsupported_filter\" /transaction/6/filter/op",
+            "6 \"invalid_filter\" /transaction/6/filter",
         ]
     );
     assert_eq!(exceptions[0]["actionId"], "neg");
@@ -360,8 +360,8 @@ async fn problems_point_into_the_ogc_body() {
             {"action": "update", "collection": "pts", "filter": by_id("id", json!(1)),
              "properties": {"add": [{"name": "name", "value": "ok"}], "modify": [{"name": "n", "value": "many"}]}},
             {"action": "delete", "collection": "nope", "filter": by_id("id", json!(1))},
-            {"action": "delete", "collection": "pts", "filter": by_id("name", json!("p1"))},
-            {"action": "update", "collection": "pts", "filter": {"op": "s_intersects", "args": [{"property": "geom"}, {"bbox": [0, 0, 1, 1]}]},
+            {"action": "delete", "collection": "pts", "filter": by_id("nosuch", json!("p1"))},
+            {"action": "update", "collection": "pts", "filter": {"op": "s_frobnicates", "args": [{"property": "geom"}, {"bbox": [0, 0, 1, 1]}]},
              "properties": {"delete": ["n"]}},
             {"action": "update", "collection": "roads", "filter": by_id("gid", json!(1)),
              "properties": {"modify": [{"name": "geometry", "value": {"type": "Point", "coordinates": [0, 0]}}]}}
@@ -377,8 +377,8 @@ async fn problems_point_into_the_ogc_body() {
             "/transaction/0/items/1/properties/colour",
             "/transaction/1/properties/modify/0/value",
             "/transaction/2/collection",
-            "/transaction/3/filter/args/0/property",
-            "/transaction/4/filter/op",
+            "/transaction/3/filter",
+            "/transaction/4/filter",
             "/transaction/5/properties/modify/0/value",
         ]
     );
@@ -447,33 +447,38 @@ async fn problems_point_into_the_ogc_body() {
         assert_eq!(r.status, 400, "{action}: {r:?}");
         assert_eq!(pointers(&r), [pointer], "{action}: {r:?}");
     }
-    // Filters other than by id: 422.
+    // Filters that cannot run, and a replace of more than one feature: 422.
     let cases = [
         (
-            json!({"action": "delete", "collection": "pts", "filter": "id = 1"}),
+            json!({"action": "delete", "collection": "pts", "filter": "nosuch = 1"}),
             "/transaction/0/filter",
+            "invalid_filter",
         ),
         (
-            json!({"action": "delete", "collection": "pts", "filter": by_id("id", json!(1)), "filter-lang": "cql2-text"}),
+            json!({"action": "delete", "collection": "pts", "filter": by_id("name", json!("p1")), "filter-lang": "cql2-text"}),
             "/transaction/0/filter-lang",
+            "invalid_filter",
         ),
         (
-            json!({"action": "delete", "collection": "pts", "filter": by_id("id", json!([]))}),
-            "/transaction/0/filter/args/1",
-        ),
-        (
-            json!({"action": "delete", "collection": "pts", "filter": true}),
+            json!({"action": "delete", "collection": "pts", "filter": by_id("name", json!([]))}),
             "/transaction/0/filter",
+            "invalid_filter",
+        ),
+        (
+            json!({"action": "delete", "collection": "pts", "filter": 5}),
+            "/transaction/0/filter",
+            "invalid_filter",
         ),
         (
             json!({"action": "replace", "collection": "pts", "filter": by_id("id", json!([1, 2])), "feature": point(0.0, 0.0, json!({"name": "x"}))}),
             "/transaction/0/filter/args/1",
+            "unsupported_filter",
         ),
     ];
-    for (action, pointer) in cases {
+    for (action, pointer, code) in cases {
         let r = ogc(&app, &json!({"transaction": [action]})).await;
         assert_eq!(r.status, 422, "{action}: {r:?}");
-        assert_eq!(r.body["errors"][0]["code"], "unsupported_filter");
+        assert_eq!(r.body["errors"][0]["code"], code, "{action}: {r:?}");
         assert_eq!(pointers(&r), [pointer], "{action}: {r:?}");
     }
     // Bodies that are not OGC transactions, and the mode parameter.
@@ -681,4 +686,111 @@ async fn the_api_description_offers_both_formats() {
     let content = &doc["paths"]["/transactions"]["post"]["requestBody"]["content"];
     assert!(content.get("application/json").is_some(), "{content}");
     assert!(content.get(OGC).is_some(), "{content}");
+}
+
+#[tokio::test]
+async fn updates_and_deletes_select_features_by_a_cql2_filter() {
+    let app = TestApp::new(SETUP).await;
+    let r = ogc(
+        &app,
+        &json!({"transaction": [
+            // cql2-text: a property other than the key.
+            {"action": "update", "collection": "pts", "filter": "n BETWEEN 10 AND 12",
+             "properties": {"modify": [{"name": "name", "value": "teen"}]}},
+            // cql2-json, spatial, in a filter-crs whose axes are latitude first.
+            {"action": "delete", "collection": "pts", "filter-crs": "http://www.opengis.net/def/crs/EPSG/0/4326",
+             "filter": {"op": "s_intersects", "args": [{"property": "geom"}, {"bbox": [-1, 30.5, 1, 32.5]}]}},
+            {"action": "update", "collection": "pts", "filter": "name = 'nobody'",
+             "properties": {"modify": [{"name": "n", "value": 1}]}}
+        ]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        r.body["summary"],
+        json!({"totalInserted": 0, "totalReplaced": 0, "totalUpdated": 3, "totalDeleted": 2})
+    );
+    assert_eq!(
+        r.body["updateResults"],
+        json!([
+            "/collections/pts/items/10",
+            "/collections/pts/items/11",
+            "/collections/pts/items/12"
+        ])
+    );
+    assert_eq!(
+        r.body["deleteResults"],
+        json!(["/collections/pts/items/31", "/collections/pts/items/32"])
+    );
+    let teen = app
+        .db
+        .text("SELECT string_agg(id::text, ',' ORDER BY id) FROM pts WHERE name = 'teen'")
+        .await;
+    assert_eq!(teen.as_deref(), Some("10,11,12"));
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 38);
+
+    // featurepipe's own format takes a filter too, and reports the count.
+    let own = vec![
+        json!({"op": "update", "collection": "pts", "filter": {"op": "<", "args": [{"property": "n"}, 3]},
+               "patch": {"properties": {"name": "small"}}}),
+        json!({"op": "delete", "collection": "pts", "filter": "name = 'teen'"}),
+    ];
+    let r = session(&app, "atomic", own).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let results = &r.body["results"];
+    assert_eq!(
+        (&results[0]["updated"], &results[0]["ids"]),
+        (&json!(2), &json!([1, 2])),
+        "{r:?}"
+    );
+    assert_eq!(
+        (&results[1]["deleted"], &results[1]["ids"]),
+        (&json!(3), &json!([10, 11, 12])),
+        "{r:?}"
+    );
+    assert_eq!(
+        app.db
+            .int("SELECT count(*) FROM pts WHERE name = 'small'")
+            .await,
+        2
+    );
+
+    // Atomic: a filter edit the database refuses undoes the whole session.
+    let r = ogc(
+        &app,
+        &json!({"transaction": [
+            {"action": "delete", "collection": "pts", "filter": "n > 35"},
+            {"action": "update", "collection": "pts", "filter": "n > 20",
+             "properties": {"modify": [{"name": "n", "value": -1}]}}
+        ]}),
+    )
+    .await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts WHERE n > 35").await, 5);
+
+    // Bound, never written: a filter's literal is no SQL.
+    let r = ogc(
+        &app,
+        &json!({"transaction": [{"action": "delete", "collection": "pts", "filter": "name = 'x''; DROP TABLE pts; --'"}]}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body["summary"]["totalDeleted"], 0);
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 35);
+
+    // An edit by filter cannot carry one if_match, nor set every feature's key.
+    let bad = vec![
+        json!({"op": "delete", "collection": "pts", "filter": "n > 1", "if_match": "\"x\""}),
+        json!({"op": "update", "collection": "pts", "filter": "n > 1", "patch": {"id": 3, "properties": {}}}),
+    ];
+    let r = session(&app, "atomic", bad).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let said: Vec<&str> = r.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["pointer"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, ["/operations/0/if_match", "/operations/1/patch/id"]);
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 35);
 }

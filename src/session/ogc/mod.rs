@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 use report::Semantic;
 
-use super::input::{brief, collect, wrong, Dialect, OpIn, Places, Planned, Wrong};
+use super::input::{brief, collect, names_key, wrong, Dialect, OpIn, Places, Planned, Wrong};
 use super::{Mode, Op, Operation, Step};
 use crate::auth::Caller;
 use crate::catalog::Catalog;
@@ -81,9 +81,8 @@ struct ActionIn<'a> {
     filter: Option<&'a RawValue>,
     #[serde(default, rename = "filter-lang")]
     filter_lang: Option<String>,
-    // Only spatial filters need it, and featurepipe takes none.
     #[serde(default, rename = "filter-crs")]
-    _filter_crs: Option<String>,
+    filter_crs: Option<String>,
 }
 
 /// The draft schema's replace: `properties: {"feature": …}`.
@@ -133,7 +132,7 @@ pub fn parse(
         .iter()
         .enumerate()
         .map(|(k, raw)| {
-            let (action, id) = action(k, raw);
+            let (action, id) = action(catalog.0, k, raw);
             action_ids.push(id);
             action
         })
@@ -181,7 +180,11 @@ pub fn parse(
 }
 
 /// Action `k` (or why it is not one), and its `id`.
-fn action(k: usize, raw: &RawValue) -> (Result<Action<'_>, Wrong>, Option<String>) {
+fn action<'a>(
+    catalog: &Catalog,
+    k: usize,
+    raw: &'a RawValue,
+) -> (Result<Action<'a>, Wrong>, Option<String>) {
     let at = format!("/transaction/{k}");
     let input: ActionIn<'_> = match serde_json::from_str(raw.get()) {
         Ok(input) => input,
@@ -211,7 +214,7 @@ fn action(k: usize, raw: &RawValue) -> (Result<Action<'_>, Wrong>, Option<String
         ..OpIn::default()
     };
     // Problems from here on are the action's: with `batch`, it is skipped.
-    let (made, refused) = match read(&input, kind, (&at, &op_at), &mut op, &mut places) {
+    let (made, refused) = match read(catalog, &input, kind, (&at, &op_at), &mut op, &mut places) {
         Ok(made) => (made, None),
         Err(refused) => (None, Some(refused)),
     };
@@ -228,6 +231,7 @@ fn action(k: usize, raw: &RawValue) -> (Result<Action<'_>, Wrong>, Option<String
 /// Read the action's members into `op` (at `op_at` in featurepipe's terms),
 /// and where they are into `places`; the body made for it, if any.
 fn read<'a>(
+    catalog: &Catalog,
     input: &ActionIn<'a>,
     kind: Op,
     (at, op_at): (&str, &str),
@@ -270,7 +274,7 @@ fn read<'a>(
             places.add(format!("{op_at}/feature"), feature_at.clone());
             op.feature = Some(feature);
             match input.filter {
-                Some(filter) => select(input, filter, kind, (at, op_at), op, places)?,
+                Some(filter) => select((catalog, input, filter), kind, (at, op_at), op, places)?,
                 None => {
                     let id_of: IdOf<'_> = serde_json::from_str(feature.get()).map_err(|_| {
                         wrong(
@@ -292,13 +296,13 @@ fn read<'a>(
         Op::Update => {
             let properties = needed(input.properties, "properties", &input.action, at)?;
             let filter = needed(input.filter, "filter", &input.action, at)?;
-            select(input, filter, kind, (at, op_at), op, places)?;
+            select((catalog, input, filter), kind, (at, op_at), op, places)?;
             let at = format!("{at}/properties");
             made = Some(update::merge_patch(properties, &at, op_at, places)?);
         }
         Op::Delete => {
             let filter = needed(input.filter, "filter", &input.action, at)?;
-            select(input, filter, kind, (at, op_at), op, places)?;
+            select((catalog, input, filter), kind, (at, op_at), op, places)?;
         }
     }
     Ok(made)
@@ -349,17 +353,36 @@ fn needed<'a>(
     })
 }
 
-/// The features `filter` selects, as the operation's `id` or `ids`.
+/// The features `filter` selects: as the operation's `id` or `ids` when it
+/// names them by key; else, for an update or a delete, every feature the
+/// CQL2 filter matches (an edit by filter, `op.filter`).
 fn select<'a>(
-    input: &ActionIn<'a>,
-    filter: &'a RawValue,
+    (catalog, input, filter): (&Catalog, &ActionIn<'a>, &'a RawValue),
     kind: Op,
     (at, op_at): (&str, &str),
     op: &mut OpIn<'a>,
     places: &mut Places,
 ) -> Result<(), Wrong> {
     let lang = (input.filter_lang.as_deref(), format!("{at}/filter-lang"));
-    let selection = filter::select(filter, lang, &format!("{at}/filter"))?;
+    let by_id = filter::select(filter, lang, &format!("{at}/filter"));
+    // `{"ids": …}`, or a collection refused later, is by id.
+    let keyed = |s: &filter::Selection<'_>| match (&s.named, catalog.get(&input.collection)) {
+        (Some((named, _)), Some(coll)) => names_key(coll, named),
+        _ => true,
+    };
+    let selection = match by_id {
+        Ok(selection) if kind == Op::Replace || keyed(&selection) => selection,
+        Err(e) if kind == Op::Replace => return Err(e),
+        _ => {
+            op.filter = Some(filter);
+            op.filter_lang.clone_from(&input.filter_lang);
+            op.filter_crs.clone_from(&input.filter_crs);
+            for member in ["filter", "filter-lang", "filter-crs"] {
+                places.add(format!("{op_at}/{member}"), format!("{at}/{member}"));
+            }
+            return Ok(());
+        }
+    };
     if let Some((named, named_at)) = selection.named {
         op.key_named = Some(named);
         places.add(format!("{op_at}/key_property"), named_at);

@@ -131,13 +131,10 @@ pub fn response(
                 percent_encode(id)
             )
         };
-        let ids: Vec<String> = match op.op {
-            Op::Insert => result
-                .ids
-                .iter()
-                .flat_map(|ids| (0..ids.len()).filter_map(|i| ids.text(i)))
-                .collect(),
-            _ => steps[op.steps.clone()]
+        // Inserts and edits by filter say their keys; the others name theirs.
+        let ids: Vec<String> = match &result.ids {
+            Some(ids) => (0..ids.len()).filter_map(|i| ids.text(i)).collect(),
+            None => steps[op.steps.clone()]
                 .iter()
                 .filter_map(|s| s.id.clone())
                 .collect(),
