@@ -184,6 +184,9 @@ pub fn queryables_schema(
                 }
                 s
             }
+            ColumnType::Array(t) => {
+                json!({"type": "array", "items": {"type": scalar(*t)["type"]}})
+            }
             // The GeoJSON schema too: QGIS takes a queryable for the
             // geometry only by its `$ref`.
             ColumnType::Geometry(g) => json!({

@@ -188,6 +188,8 @@ enum Kind {
     Date,
     Instant,
     Geometry,
+    /// An array column's value.
+    Array,
     /// A NULL literal: of any type.
     Null,
 }
@@ -201,6 +203,7 @@ impl Kind {
             Kind::Date => "a date",
             Kind::Instant => "a timestamp",
             Kind::Geometry => "a geometry",
+            Kind::Array => "an array",
             Kind::Null => "null",
         }
     }
@@ -215,21 +218,42 @@ impl Kind {
 fn column_kind(coll: &Collection, ci: usize) -> Option<Kind> {
     match &coll.columns[ci].ty {
         ColumnType::Geometry(_) if ci == coll.geometry => Some(Kind::Geometry),
-        ColumnType::Scalar(t) => Some(match t {
-            ScalarType::Text { .. } | ScalarType::Uuid => Kind::Text,
-            ScalarType::Int2
-            | ScalarType::Int4
-            | ScalarType::Int8
-            | ScalarType::Float4
-            | ScalarType::Float8
-            | ScalarType::Numeric => Kind::Number,
-            ScalarType::Bool => Kind::Bool,
-            ScalarType::Date => Kind::Date,
-            ScalarType::Timestamp | ScalarType::Timestamptz => Kind::Instant,
-            ScalarType::Json | ScalarType::Jsonb => return None,
-        }),
+        ColumnType::Scalar(t) => scalar_kind(*t),
+        ColumnType::Array(t) if array_base(*t).is_some() => Some(Kind::Array),
         _ => None,
     }
+}
+
+/// The kind of values of type `t`, if a filter compares them.
+fn scalar_kind(t: ScalarType) -> Option<Kind> {
+    Some(match t {
+        ScalarType::Text { .. } | ScalarType::Uuid => Kind::Text,
+        ScalarType::Int2
+        | ScalarType::Int4
+        | ScalarType::Int8
+        | ScalarType::Float4
+        | ScalarType::Float8
+        | ScalarType::Numeric => Kind::Number,
+        ScalarType::Bool => Kind::Bool,
+        ScalarType::Date => Kind::Date,
+        ScalarType::Timestamp | ScalarType::Timestamptz => Kind::Instant,
+        ScalarType::Json | ScalarType::Jsonb => return None,
+    })
+}
+
+/// The array type that values of `t` compare as in the array functions:
+/// strings as `text`, whatever their column's length.
+fn array_base(t: ScalarType) -> Option<&'static str> {
+    Some(match t {
+        ScalarType::Text { .. } | ScalarType::Uuid => "text[]",
+        ScalarType::Int2 | ScalarType::Int4 | ScalarType::Int8 => "int8[]",
+        ScalarType::Float4 | ScalarType::Float8 | ScalarType::Numeric => "numeric[]",
+        ScalarType::Bool => "bool[]",
+        ScalarType::Date => "date[]",
+        ScalarType::Timestamp => "timestamp[]",
+        ScalarType::Timestamptz => "timestamptz[]",
+        ScalarType::Json | ScalarType::Jsonb => return None,
+    })
 }
 
 /// The columns a filter may name (`/queryables`): the published
@@ -452,6 +476,7 @@ impl Compiler<'_> {
                 self.sql(" IS NULL)");
                 Ok(())
             }
+            (array, [a, b]) if array.starts_with("a_") => self.array(e, array, a, b),
             (spatial, [a, b]) if spatial.starts_with("s_") => self.spatial(e, spatial, a, b),
             (temporal, [a, b]) if temporal.starts_with("t_") => self.temporal(e, temporal, a, b),
             _ => Err(refused(
@@ -638,7 +663,12 @@ impl Compiler<'_> {
                     ))
                 }
             },
-            Expr::Array(_) => return Err(refused(e, "a list is taken only by IN")),
+            Expr::Array(_) => {
+                return Err(refused(
+                    e,
+                    "a list is taken only by IN and the array functions",
+                ))
+            }
             Expr::Interval { .. } => {
                 return Err(refused(
                     e,
@@ -860,6 +890,103 @@ impl Compiler<'_> {
         }
         self.sql(")");
         Ok(())
+    }
+
+    /// `A_EQUALS(a, b)`, `A_CONTAINS`, `A_CONTAINEDBY` and `A_OVERLAPS`: each
+    /// side an array column or a list of literals, compared as arrays of
+    /// the column's values (PostgreSQL's `=`, `@>`, `<@` and `&&`).
+    fn array(&mut self, e: &Expr, op: &str, a: &Expr, b: &Expr) -> Result<(), Error> {
+        let operator = match op {
+            "a_equals" => " = ",
+            "a_contains" => " @> ",
+            "a_containedBy" => " <@ ",
+            "a_overlaps" => " && ",
+            _ => return Err(refused(e, format!("'{op}' is not an array function"))),
+        };
+        // The column's values say what a list's literals are.
+        let element = [a, b].into_iter().find_map(|side| match side {
+            Expr::Property { property } => match self
+                .queryable(side, property)
+                .map(|ci| &self.coll.columns[ci].ty)
+            {
+                Ok(ColumnType::Array(t)) => Some(*t),
+                _ => None,
+            },
+            _ => None,
+        });
+        let (a, b) = (self.array_side(a, element)?, self.array_side(b, element)?);
+        self.sql("(");
+        self.emit(a);
+        self.sql(operator);
+        self.emit(b);
+        self.sql(")");
+        Ok(())
+    }
+
+    /// One side of an array function, as an array of its base type
+    /// ([`array_base`]): an array column, or a list of literals bound as
+    /// values of `element` (else as their own kind).
+    fn array_side(&mut self, e: &Expr, element: Option<ScalarType>) -> Result<Vec<Piece>, Error> {
+        let given = match e {
+            Expr::Property { property } => {
+                let ci = self.queryable(e, property)?;
+                match &self.coll.columns[ci].ty {
+                    ColumnType::Array(t) => {
+                        let base = array_base(*t).expect("a queryable array compares");
+                        return self.capture(|c| {
+                            c.sql(&format!("{}::{base}", col(c.coll, ci)));
+                            Ok(())
+                        });
+                    }
+                    _ => return Err(refused(e, format!("'{property}' is not an array"))),
+                }
+            }
+            Expr::Array(items) => items,
+            _ => return Err(refused(e, "the array functions take arrays and lists")),
+        };
+        let literals = given
+            .iter()
+            .map(|item| match self.operand(item)? {
+                Operand::Literal(l) => Ok(l),
+                _ => Err(refused(item, "a list of an array function holds literals")),
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let element = element.or_else(|| {
+            literals.first().map(|l| match l {
+                Literal::Number(_) => ScalarType::Numeric,
+                Literal::Bool(_) => ScalarType::Bool,
+                Literal::Date(_) => ScalarType::Date,
+                Literal::Instant(_) => ScalarType::Timestamptz,
+                Literal::Text(_) | Literal::Null => ScalarType::Text { max_chars: None },
+            })
+        });
+        let element = element.unwrap_or(ScalarType::Text { max_chars: None });
+        let kind = scalar_kind(element).expect("an array column's values compare");
+        // A string may say a date or a timestamp, as in comparisons.
+        let takes = |l: &Literal| {
+            kind.compares_with(l.kind())
+                || (matches!(l, Literal::Text(_)) && matches!(kind, Kind::Date | Kind::Instant))
+        };
+        if let Some(l) = literals.iter().find(|l| !takes(l)) {
+            let message = format!(
+                "{} is compared with an array of {}s",
+                l.kind().name(),
+                &kind.name()[2..]
+            );
+            return Err(refused(e, message));
+        }
+        let base = array_base(element).expect("an array column's values compare");
+        self.capture(|c| {
+            c.sql("ARRAY[");
+            for (i, l) in literals.into_iter().enumerate() {
+                if i > 0 {
+                    c.sql(", ");
+                }
+                c.literal(l, Some(element));
+            }
+            c.sql(&format!("]::{base}"));
+            Ok(())
+        })
     }
 
     /// `T_AFTER(a, b)` and the other temporal functions, on the first and

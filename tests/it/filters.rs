@@ -175,6 +175,15 @@ const CASES: &[(&str, &str)] = &[
         "T_DISJOINT(local, INTERVAL('..', '2024-01-20T00:00:00Z'))",
         "local > '2024-01-20 00:00'",
     ),
+    // array functions
+    ("A_CONTAINS(tags, ('t1'))", "'t1' = ANY (tags)"),
+    ("A_EQUALS(tags, ('t2'))", "tags = ARRAY['t2']"),
+    (
+        "A_CONTAINEDBY(tags, ('t0', 't2', 'x'))",
+        "tags <@ ARRAY['t0', 't2']",
+    ),
+    ("A_OVERLAPS(('t0', 'y'), tags)", "'t0' = ANY (tags)"),
+    ("NOT A_OVERLAPS(tags, ('t0', 't1'))", "tags = ARRAY['t2']"),
 ];
 
 #[tokio::test]
@@ -251,6 +260,12 @@ async fn a_filter_that_cannot_run_is_a_400_that_says_where_and_why() {
             "takes geometries, not a string",
         ),
         ("ACCENTI(name) = 'a'", "ACCENTI is not supported"),
+        ("A_CONTAINS(name, ('a'))", "'name' is not an array"),
+        (
+            "A_CONTAINS(tags, (1, 2))",
+            "a number is compared with an array of strings",
+        ),
+        ("tags = 't1'", "an array is compared with a string"),
         ("myfunction(pop) = 1", "'myfunction' is not a function"),
         ("pop = = 1", "query parameter 'filter'"),
         (
@@ -373,11 +388,10 @@ async fn queryables_are_typed_one_type_each_and_filters_are_declared() {
         props["geom"]["$ref"],
         "https://geojson.org/schema/Point.json"
     );
-    // Neither arrays nor JSON: no filter takes them.
-    assert!(
-        props.get("tags").is_none() && props.get("meta").is_none(),
-        "{props}"
-    );
+    // Arrays for the array functions, with their values' type; not JSON.
+    assert_eq!(props["tags"]["type"], "array", "{props}");
+    assert_eq!(props["tags"]["items"]["type"], "string", "{props}");
+    assert!(props.get("meta").is_none(), "{props}");
     assert_eq!(r.body["additionalProperties"], false);
     let collection = app.get("/collections/sites").await;
     let rels: Vec<&str> = collection.body["links"]
@@ -398,11 +412,11 @@ async fn queryables_are_typed_one_type_each_and_filters_are_declared() {
         "cql2/1.0/conf/basic-cql2",
         "cql2/1.0/conf/cql2-text",
         "cql2/1.0/conf/cql2-json",
+        "cql2/1.0/conf/array-functions",
     ] {
         assert!(classes.contains(class), "{class}: {classes}");
     }
     assert!(!classes.contains("accent-insensitive"), "{classes}");
-    assert!(!classes.contains("array-functions"), "{classes}");
 }
 
 #[tokio::test]
