@@ -191,7 +191,7 @@ async fn migrate_only(args: DatabaseArgs) -> Result<(), Box<dyn std::error::Erro
     Ok(())
 }
 
-/// On each SIGHUP, read the catalog again.
+/// On each SIGHUP, read the settings file and the catalog again.
 #[cfg(unix)]
 fn reload_on_hangup(state: &AppState) -> std::io::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -199,8 +199,8 @@ fn reload_on_hangup(state: &AppState) -> std::io::Result<()> {
     let state = state.clone();
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            tracing::info!("SIGHUP: reading the catalog again");
-            state.reload_catalog();
+            tracing::info!("SIGHUP: reading the settings and the catalog again");
+            state.reload().await;
         }
     });
     Ok(())

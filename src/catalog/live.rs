@@ -5,13 +5,15 @@
 //!
 //! A reload replaces the whole catalog at once: a request holds the
 //! snapshot it started with to its end, the next one sees the new catalog.
-//! A reload that fails leaves the catalog in use as it is.
+//! A reload that fails leaves the catalog in use as it is. New collection
+//! settings ([`LiveCatalog::try_settings`]) are taken only with a catalog
+//! read with them; else the settings in force stay.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use deadpool_postgres::ClientWrapper;
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 use tokio::time::{Interval, MissedTickBehavior};
 use tokio_postgres::types::Type;
 use tokio_postgres::{GenericClient, IsolationLevel};
@@ -36,7 +38,7 @@ pub struct Follow {
     pub db: Database,
     /// The published schemas.
     pub schemas: Vec<String>,
-    /// The settings file, as read at start-up.
+    /// The settings file, as read at start-up (then [`LiveCatalog::try_settings`]).
     pub settings: Settings,
     /// How often the fingerprint is compared (zero: never).
     pub poll: Duration,
@@ -77,6 +79,16 @@ pub struct LiveCatalog {
 struct Shared {
     current: RwLock<Arc<Catalog>>,
     reload_now: Notify,
+    /// The settings the catalog is read with.
+    settings: RwLock<Arc<Settings>>,
+    /// Settings to try at the next reload, and who waits to hear how it went.
+    candidate: Mutex<Option<Candidate>>,
+}
+
+/// Settings offered to the catalog, taken only if it can be read with them.
+struct Candidate {
+    settings: Settings,
+    answer: oneshot::Sender<Result<(), String>>,
 }
 
 impl Shared {
@@ -91,7 +103,7 @@ impl LiveCatalog {
     /// this returns (when it can be: else it is tried again in the background).
     pub async fn start(
         client: &mut ClientWrapper,
-        follow: Follow,
+        mut follow: Follow,
         observe: Observer,
     ) -> Result<Self, StartupError> {
         let reading = read(client, &follow.schemas, &follow.settings).await?;
@@ -99,6 +111,8 @@ impl LiveCatalog {
         let shared = Arc::new(Shared {
             current: RwLock::new(Arc::new(catalog)),
             reload_now: Notify::new(),
+            settings: RwLock::new(Arc::new(std::mem::take(&mut follow.settings))),
+            candidate: Mutex::new(None),
         });
         let listening = match follow.listen {
             true => follow.db.listen_or_warn(RELOAD_CHANNEL).await,
@@ -124,6 +138,23 @@ impl LiveCatalog {
     /// Read the catalog again now, changed or not.
     pub fn reload_now(&self) {
         self.shared.reload_now.notify_one();
+    }
+
+    /// Read the catalog again now with `settings`, and keep them if it can
+    /// be read with them; else say why, and keep the settings in force.
+    pub async fn try_settings(&self, settings: Settings) -> Result<(), String> {
+        let (answer, answered) = oneshot::channel();
+        let candidate = Candidate { settings, answer };
+        // A candidate not yet tried gives way to the newer one.
+        *self
+            .shared
+            .candidate
+            .lock()
+            .expect("no panics while locked") = Some(candidate);
+        self.reload_now();
+        answered
+            .await
+            .unwrap_or_else(|_| Err("newer settings were offered meanwhile".into()))
     }
 }
 
@@ -268,11 +299,43 @@ impl Follower {
     }
 
     /// Read the catalog and put it in use; on failure keep the one in use.
+    /// With settings offered, read with them, and take them only if that
+    /// succeeds.
     async fn reload(&mut self) {
+        let candidate = self
+            .shared
+            .candidate
+            .lock()
+            .expect("no panics while locked")
+            .take();
+        if let Some(Candidate { settings, answer }) = candidate {
+            let settings = Arc::new(settings);
+            let tried = self.reload_with(&settings).await;
+            if tried.is_ok() {
+                *self
+                    .shared
+                    .settings
+                    .write()
+                    .expect("no panics while locked") = settings;
+            }
+            let _ = answer.send(tried);
+            return;
+        }
+        let settings = self
+            .shared
+            .settings
+            .read()
+            .expect("no panics while locked")
+            .clone();
+        let _ = self.reload_with(&settings).await;
+    }
+
+    /// Read the catalog with `settings` and put it in use; on failure keep
+    /// the one in use, and say why.
+    async fn reload_with(&mut self, settings: &Settings) -> Result<(), String> {
         let reading = async {
             let mut client = self.follow.db.connection().await?;
-            let follow = &self.follow;
-            Ok::<_, ReloadError>(read(&mut client, &follow.schemas, &follow.settings).await?)
+            Ok::<_, ReloadError>(read(&mut client, &self.follow.schemas, settings).await?)
         };
         let failure = match reading.await {
             Ok(Reading {
@@ -281,7 +344,7 @@ impl Follower {
             }) => {
                 self.seen = Some(fingerprint);
                 self.put_in_use(catalog);
-                return;
+                return Ok(());
             }
             Ok(Reading {
                 fingerprint,
@@ -300,6 +363,7 @@ impl Follower {
         };
         tracing::error!(error = %failure, "reloading the catalog failed; the catalog in use stays");
         (self.observe)(Reload::Failed);
+        Err(failure.to_string())
     }
 
     /// Use `catalog` from the next request on, unless it is the same.

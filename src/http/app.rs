@@ -11,6 +11,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::cors::{self, Cors};
 use super::problem::{ApiError, StaleCatalog, Wrong};
+use super::settings_file::{LiveAuth, SettingsFile};
 use super::{encoding, item};
 use crate::auth::{Auth, Caller, JwtChecks, JwtKeys};
 use crate::catalog::live::{Follow, LiveCatalog, Observer, Reload};
@@ -54,8 +55,10 @@ pub struct AppState {
     pub request_timeout: std::time::Duration,
     /// `/metrics` is on an address of its own, not the API's.
     pub metrics_apart: bool,
-    /// Who may do what.
-    pub auth: Arc<Auth>,
+    /// Who may do what (replaced when the settings file is read again).
+    pub auth: Arc<LiveAuth>,
+    /// The settings file, read again on SIGHUP and when it changes.
+    pub settings_file: Option<Arc<SettingsFile>>,
     /// Collection extents, computed at most once per refresh interval.
     pub extents: Arc<ExtentCache>,
     /// The XYZ template of the web pages' basemap (none: a plain background).
@@ -85,7 +88,13 @@ impl AppState {
             Some(path) => Settings::load(path).map_err(StartupError::Settings)?,
             None => Settings::default(),
         };
-        let auth = Arc::new(auth(config, &settings).map_err(StartupError::Auth)?);
+        let auth = Arc::new(LiveAuth::new(
+            auth(config, &settings).map_err(StartupError::Auth)?,
+        ));
+        if !config.auth {
+            tracing::warn!("FEATUREPIPE_AUTH=off: anyone who can reach the service may read and write every collection");
+        }
+        let settings_file = SettingsFile::of(config, &settings);
         if settings.auth.set_role && config.auth && config.db.pooler == Pooler::Transaction {
             return Err(StartupError::Auth(
                 "[auth] set_role needs a session of its own, which a transaction-mode pooler \
@@ -111,7 +120,11 @@ impl AppState {
             listen: config.catalog_listen && config.db.pooler != Pooler::Transaction,
         };
         let live_catalog =
-            LiveCatalog::start(&mut client, follow, observer(extents.clone())).await?;
+            Arc::new(LiveCatalog::start(&mut client, follow, observer(extents.clone())).await?);
+        if let Some(file) = &settings_file {
+            file.clone()
+                .watch(auth.clone(), live_catalog.clone(), SETTINGS_POLL);
+        }
         // Transaction-mode poolers: no LISTEN, so long polls look again now and then.
         let listen = config.db.pooler != Pooler::Transaction;
         let service = db.as_role(None);
@@ -123,7 +136,7 @@ impl AppState {
         );
         Ok(AppState {
             db,
-            live_catalog: Arc::new(live_catalog),
+            live_catalog,
             write: config.write_options(),
             max_body: config.max_body,
             body_room: super::body::BodyRoom::new(config.body_memory, config.pool_wait),
@@ -136,6 +149,7 @@ impl AppState {
             request_timeout: config.request_timeout,
             metrics_apart: config.metrics_listen.is_some(),
             auth,
+            settings_file,
             extents,
             basemap_url: config.basemap_url.clone(),
             cors: Cors::new(&config.cors_origins),
@@ -148,9 +162,21 @@ impl AppState {
         self.live_catalog.current()
     }
 
-    /// Read the catalog again now (SIGHUP).
+    /// Read the catalog again now (its settings as in force).
     pub fn reload_catalog(&self) {
         self.live_catalog.reload_now();
+    }
+
+    /// Read the settings file and the catalog again now (SIGHUP); the
+    /// settings in force stay when the file's cannot be taken.
+    pub async fn reload(&self) {
+        match &self.settings_file {
+            Some(file) => {
+                file.reload_and_log("SIGHUP", &self.auth, &self.live_catalog)
+                    .await
+            }
+            None => self.reload_catalog(),
+        }
     }
 
     /// This state with SQL run as `caller`'s database role (`[auth] set_role`).
@@ -202,8 +228,11 @@ fn observer(extents: Arc<ExtentCache>) -> Observer {
     })
 }
 
+/// How often the settings file is looked at for changes.
+const SETTINGS_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The credentials of `config` and the settings file.
-fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
+pub(super) fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
     let pem = match &config.jwt_public_key {
         Some(path) => Some(
             std::fs::read(path)
@@ -220,11 +249,7 @@ fn auth(config: &Config, settings: &Settings) -> Result<Auth, String> {
             leeway: settings.auth.jwt_leeway,
         },
     )?;
-    let auth = Auth::new(config.auth, settings, jwt)?;
-    if !auth.enabled() {
-        tracing::warn!("FEATUREPIPE_AUTH=off: anyone who can reach the service may read and write every collection");
-    }
-    Ok(auth)
+    Auth::new(config.auth, settings, jwt)
 }
 
 /// The HTTP API.

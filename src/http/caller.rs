@@ -14,11 +14,12 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let presented = match state.auth.enabled() {
+        let auth = state.auth.current();
+        let presented = match auth.enabled() {
             true => presented(&parts.headers)?,
             false => None,
         };
-        Ok(state.auth.identify(presented)?)
+        Ok(auth.identify(presented)?)
     }
 }
 

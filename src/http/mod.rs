@@ -25,6 +25,7 @@ pub mod problem;
 pub mod profile;
 pub mod representation;
 pub mod server;
+pub mod settings_file;
 pub mod telemetry;
 pub mod transactions;
 

@@ -657,3 +657,78 @@ async fn a_write_right_after_a_column_is_retyped_is_a_503_and_reads_the_catalog_
     assert_eq!(r.status, 201, "{r:?}");
     assert_eq!(app.db.int("SELECT count(*) FROM retyped").await, 2);
 }
+
+/// Replace the file at `path` with `text` at once (written aside, renamed).
+fn rewrite(path: &std::path::Path, text: &str) {
+    let aside = path.with_extension("toml.next");
+    std::fs::write(&aside, text).unwrap();
+    std::fs::rename(&aside, path).unwrap();
+}
+
+#[tokio::test]
+async fn a_key_rotation_takes_effect_at_once_and_a_bad_settings_file_changes_nothing() {
+    use crate::auth::sha256;
+    let (old, new) = ("fp_rotated_out_key", "fp_rotated_in_key");
+    let with_key = |key: &str, title: &str| {
+        format!(
+            "[api_keys.field]\nsha256 = \"{}\"\nscope = \"read:* write:*\"\n\
+             [collections.sites]\ntitle = \"{title}\"\n",
+            sha256(key)
+        )
+    };
+    let path =
+        std::env::temp_dir().join(format!("featurepipe-rotation-{}.toml", std::process::id()));
+    rewrite(&path, &with_key(old, "Sites"));
+    let setup = "CREATE TABLE sites (id serial PRIMARY KEY, name text, seen date, geom geometry(Point, 4326))";
+    let app = TestApp::with_config(setup, |c| {
+        c.auth = true;
+        c.settings = Some(path.clone());
+    })
+    .await;
+    let status = |key: &'static str| {
+        let app = &app;
+        async move {
+            let auth = format!("Bearer {key}");
+            app.send(
+                "GET",
+                "/collections/sites",
+                &[("authorization", auth.as_str())],
+                None,
+            )
+            .await
+        }
+    };
+    assert_eq!(status(old).await.status, 200);
+    assert_eq!(status(new).await.status, 401);
+
+    // The new key works at once, the old one is refused at once, and the
+    // collections' settings come with them.
+    rewrite(&path, &with_key(new, "Rotated sites"));
+    until("the new key taken", PROMPTLY, || async {
+        status(new).await.status == 200
+    })
+    .await;
+    assert_eq!(status(old).await.status, 401);
+    assert_eq!(status(new).await.body["title"], "Rotated sites");
+
+    // A file that does not parse, one whose credentials do not build, and
+    // one whose collection settings the tables do not fit: each is refused
+    // whole, and the settings in force stay.
+    for bad in [
+        "[api_keys.field\nsha256 = ".to_owned(),
+        format!("[api_keys.field]\nsha256 = \"{}\"\nscope = \"admin:*\"\n", sha256(old)),
+        format!(
+            "[api_keys.field]\nsha256 = \"{}\"\nscope = \"read:*\"\n[collections.sites]\ntime = \"nosuch\"\n",
+            sha256(old)
+        ),
+    ] {
+        rewrite(&path, &bad);
+        // The watcher looks every second; a reload waits at most a second more.
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        assert_eq!(status(old).await.status, 401, "{bad}");
+        let kept = status(new).await;
+        assert_eq!(kept.status, 200, "{bad}");
+        assert_eq!(kept.body["title"], "Rotated sites", "{bad}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
