@@ -17,6 +17,7 @@ mod crs;
 mod defaults;
 mod encodings;
 mod extents;
+mod failover;
 mod failures;
 mod faults;
 mod feed_trust;

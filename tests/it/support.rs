@@ -344,17 +344,69 @@ pub fn scratch_dir(what: &str, mode: u32) -> std::path::PathBuf {
 pub struct OwnCluster {
     dir: std::path::PathBuf,
     port: u16,
+    /// `fast` (no fsync, asynchronous commit) or `durable`.
+    mode: &'static str,
 }
 
 impl OwnCluster {
     /// initdb into a new temp dir and start on a free port, durability off.
     pub async fn start() -> OwnCluster {
+        Self::start_as("fast").await
+    }
+
+    /// Like [`OwnCluster::start`], durable: a commit waits for its WAL (and
+    /// for a synchronous standby, once there is one).
+    pub async fn start_durable() -> OwnCluster {
+        Self::start_as("durable").await
+    }
+
+    async fn start_as(mode: &'static str) -> OwnCluster {
         // As root, the server runs as `postgres`, which must reach the data dir.
         let dir = scratch_dir("own", 0o755);
         let port = free_port();
-        let cluster = OwnCluster { dir, port };
+        let cluster = OwnCluster { dir, port, mode };
         cluster.start_again().await;
         cluster
+    }
+
+    /// A streaming standby of `primary` (`pg_basebackup -R`), durable, on a
+    /// free port of its own.
+    pub async fn standby_of(primary: &OwnCluster) -> OwnCluster {
+        let dir = scratch_dir("standby", 0o755);
+        let port = free_port();
+        let standby = OwnCluster {
+            dir,
+            port,
+            mode: "durable",
+        };
+        let data = standby.data();
+        standby
+            .pg_sh(&format!(
+                "mkdir -m 700 '{data}' && {{ [ \"$(id -u)\" -ne 0 ] || chown postgres: '{data}'; }} && \
+                 as_pg_user \"$(pg_bindir)/pg_basebackup\" -h 127.0.0.1 -p {} -U postgres -D '{data}' -R -X stream -c fast",
+                primary.port
+            ))
+            .await;
+        standby.start_again().await;
+        standby
+    }
+
+    /// Promote a standby to a primary (`pg_ctl promote`, waiting until it is one).
+    pub async fn promote(&self) {
+        self.pg_sh(&format!(
+            "as_pg_user \"$(pg_bindir)/pg_ctl\" -D '{}' -w promote >/dev/null",
+            self.data()
+        ))
+        .await;
+    }
+
+    /// Stop the server as a crash would (`pg_ctl stop -m immediate`).
+    pub async fn kill(&self) {
+        self.pg_sh(&format!(
+            "as_pg_user \"$(pg_bindir)/pg_ctl\" -D '{}' -m immediate -w stop >/dev/null",
+            self.data()
+        ))
+        .await;
     }
 
     /// `postgres://postgres@127.0.0.1:port/postgres`.
@@ -365,9 +417,10 @@ impl OwnCluster {
     /// Start the server on the same data dir and port (pg_ctl start, waiting until it accepts).
     pub async fn start_again(&self) {
         self.pg_sh(&format!(
-            "start_cluster '{}' {} fast",
+            "start_cluster '{}' {} {}",
             self.data(),
-            self.port
+            self.port,
+            self.mode
         ))
         .await;
     }
