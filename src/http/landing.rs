@@ -49,8 +49,7 @@ pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/ogcapi-features-5/1.0/conf/profile-parameter",
     "http://www.opengis.net/spec/ogcapi-common-3/1.0/conf/profile-parameter",
     // Part 3 and CQL2 (`read::filter`): filters by cql2-text or cql2-json,
-    // with the functions and operators below; not accent-insensitive
-    // comparison (ACCENTI: PostgreSQL has it only by the unaccent extension).
+    // with the functions and operators below.
     "http://www.opengis.net/spec/ogcapi-features-3/1.0/conf/queryables",
     "http://www.opengis.net/spec/ogcapi-features-3/1.0/conf/queryables-query-parameters",
     "http://www.opengis.net/spec/ogcapi-features-3/1.0/conf/filter",
@@ -60,6 +59,7 @@ pub const CONFORMANCE: &[&str] = &[
     "http://www.opengis.net/spec/cql2/1.0/conf/basic-cql2",
     "http://www.opengis.net/spec/cql2/1.0/conf/advanced-comparison-operators",
     "http://www.opengis.net/spec/cql2/1.0/conf/case-insensitive-comparison",
+    "http://www.opengis.net/spec/cql2/1.0/conf/accent-insensitive-comparison",
     "http://www.opengis.net/spec/cql2/1.0/conf/array-functions",
     "http://www.opengis.net/spec/cql2/1.0/conf/basic-spatial-functions",
     // Their names in CQL2's drafts, which QGIS 3.40 looks for before it

@@ -625,13 +625,17 @@ impl Compiler<'_> {
                             ),
                         ));
                     }
-                    if op == "accenti" {
-                        return Err(refused(e, "ACCENTI is not supported by this service"));
-                    }
+                    // CASEI as PostgreSQL's lower; ACCENTI as the string
+                    // decomposed (NFD) without its combining marks, with no
+                    // extension needed (`unaccent` would be one).
+                    let (head, tail) = match op.as_str() {
+                        "casei" => ("lower(", ")"),
+                        _ => ("regexp_replace(normalize(", ", NFD), '[\\u0300-\\u036f\\u1ab0-\\u1aff\\u1dc0-\\u1dff\\u20d0-\\u20ff\\ufe20-\\ufe2f]', '', 'g')"),
+                    };
                     let pieces = self.capture(|c| {
-                        c.sql("lower(");
+                        c.sql(head);
                         c.write(arg, None);
-                        c.sql(")");
+                        c.sql(tail);
                         Ok(())
                     })?;
                     Operand::Written(pieces, Kind::Text)
