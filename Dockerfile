@@ -22,6 +22,10 @@ COPY --from=build /src/target/release/featurepipe /usr/local/bin/featurepipe
 USER featurepipe
 ENV FEATUREPIPE_LISTEN=0.0.0.0:8080
 EXPOSE 8080
-HEALTHCHECK --interval=10s --timeout=3s CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+# The health check asks the address the service listens on, FEATUREPIPE_LISTEN
+# (a deployment may set another port), on loopback when that is a wildcard.
+HEALTHCHECK --interval=10s --timeout=3s CMD host=${FEATUREPIPE_LISTEN%:*}; \
+    case "$host" in 0.0.0.0|"[::]") host=127.0.0.1 ;; esac; \
+    curl -fsSg "http://$host:${FEATUREPIPE_LISTEN##*:}/healthz" || exit 1
 ENTRYPOINT ["featurepipe"]
 CMD ["serve"]

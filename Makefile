@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-concurrency build lint fmt openapi screenshots test-qgis
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-concurrency build lint fmt openapi screenshots test-qgis image-check
 
 run:
 	scripts/dev.sh
@@ -71,6 +71,11 @@ openapi:
 # /var/cache/featurepipe/qgis-trixie), edits and filters a collection (as root).
 test-qgis:
 	scripts/test-qgis.sh
+
+# The Dockerfile built with podman on debootstrapped stand-ins of its base images (cached),
+# run against PostGIS here, then docker-compose.yml with podman-compose (as root).
+image-check:
+	scripts/image-check.sh
 
 # The streaming test of a 500 MB gzip body (tests/it/streaming.rs), in a release build.
 test-huge:
