@@ -81,6 +81,23 @@ impl BodyRoom {
     }
 }
 
+/// Room held for what a request keeps besides its body, given back when dropped.
+pub struct Reserved {
+    _held: Held,
+}
+
+impl BodyRoom {
+    /// Hold `bytes` of room for what a request builds from its body (an
+    /// edit session's operations and report, one per feature, which for
+    /// small features outweigh the body): waiting, as a body does, for
+    /// others to give some back, and a 503 after the wait.
+    pub async fn reserve(&self, bytes: usize) -> Result<Reserved, ApiError> {
+        let mut held = Held::default();
+        self.hold(&mut held, bytes).await?;
+        Ok(Reserved { _held: held })
+    }
+}
+
 /// Room held for one body, given back when dropped.
 #[derive(Default)]
 struct Held {

@@ -146,7 +146,14 @@ async fn write_held(
         crs: parsed.crs.clone(),
     };
     if post.mode != Mode::Atomic && !single {
-        // Batch or skip: the features as one insert operation each.
+        // Batch or skip: the features as one insert operation each, whose
+        // operations and report are counted in the memory bodies share.
+        let features = parsed.rows.len() + parsed.rejected.len();
+        let _room = state
+            .body_room
+            .reserve(features.saturating_mul(session::report::BYTES_PER_OPERATION))
+            .await
+            .map_err(as_read)?;
         let (operations, steps) = session::inserts(&answer.coll, parsed, may_read);
         let work = (operations.as_slice(), steps.as_slice());
         let batch = state.write.limits.max_features;

@@ -12,6 +12,12 @@ use crate::error::{FieldError, Refusal};
 use crate::write::dberror::feature_error;
 use crate::write::report::{BatchStatus, Ids};
 
+/// About what one operation of a session costs in memory until its
+/// report is sent, its statement's values aside: the operation, its result
+/// and its part of the report (measured: 1,000,000 empty features in skip
+/// mode, each refused, took about 900 MiB).
+pub const BYTES_PER_OPERATION: usize = 1024;
+
 /// What happened to one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -278,3 +278,35 @@ async fn a_small_gzip_body_holds_room_for_what_it_decompresses_to() {
     );
     drop(slow);
 }
+
+#[tokio::test]
+async fn a_skip_mode_report_is_counted_in_the_memory_bodies_share() {
+    let (app, _served, addr) = small_budget().await;
+    // 48 KiB of the 64 held by a slow client.
+    let mut sent = vec![b' '; 48 << 10];
+    sent[0] = b'{';
+    let slow = dawdler(&addr, 61440, &sent).await;
+    // 100 empty features: 1.4 KB of body, but 100 operations and their
+    // report, which do not fit in the 16 KiB left. Before, the body alone
+    // was counted (1,000,000 of them, 3 MB, took about 900 MiB).
+    let empty = vec!["{}"; 100].join(",");
+    let body = format!(r#"{{"type":"FeatureCollection","features":[{empty}]}}"#);
+    let (status, text) = http(&addr, "POST", "/collections/pts/items?mode=skip", &body)
+        .await
+        .unwrap();
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("FEATUREPIPE_BODY_MEMORY"), "{text}");
+    drop(slow);
+    let mut answer = (0, String::new());
+    for _ in 0..100 {
+        answer = http(&addr, "POST", "/collections/pts/items?mode=skip", &body)
+            .await
+            .unwrap();
+        if answer.0 != 503 {
+            break;
+        }
+    }
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    assert!(answer.1.contains("\"failed\""), "{}", answer.1);
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);
+}
