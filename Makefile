@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-concurrency build lint fmt openapi screenshots test-qgis image-check
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-push bench-concurrency build lint fmt openapi screenshots test-qgis image-check
 
 run:
 	scripts/dev.sh
@@ -45,6 +45,11 @@ bench-changes:
 # CQL2 filters over a million rows: indexed, not, and spatial (medians).
 bench-filter:
 	scripts/filter-bench.sh
+
+# `featurepipe push` with its defaults against the server's own COPY and
+# ogr2ogr, 100,000 points at RTT 0 and 50 ms away (docs/push.md; RUNS=5).
+bench-push:
+	scripts/bench.sh --push
 
 # 32 clients × 100 points against one request of the same features, in
 # interleaved pairs: medians, spreads and the CPU each part took.

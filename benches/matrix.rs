@@ -305,6 +305,26 @@ impl Bench {
         (proxy, via)
     }
 
+    /// Load `data` with `ogr2ogr` into the database on `port` (127.0.0.1).
+    async fn ogr2ogr(&self, port: u16, data: &Dataset) {
+        let db = self.db_url.rsplit('/').next().unwrap();
+        // PG_USE_COPY: ogr2ogr's fast mode (without it, -append inserts row by row).
+        let status = tokio::process::Command::new("ogr2ogr")
+            .args(["--config", "PG_USE_COPY", "YES"])
+            .args([
+                "-f",
+                "PostgreSQL",
+                &format!("PG:host=127.0.0.1 port={port} dbname={db} user=postgres"),
+            ])
+            .arg(&data.file)
+            .args(["-nln", data.table, "-append"])
+            .stdout(Stdio::null())
+            .status()
+            .await
+            .expect("run ogr2ogr");
+        assert!(status.success(), "ogr2ogr failed");
+    }
+
     async fn truncate(&self, table: &str) {
         self.admin
             .batch_execute(&format!("TRUNCATE {table} RESTART IDENTITY"))
@@ -385,25 +405,9 @@ impl Bench {
                 started.elapsed()
             }
             Strategy::Ogr2ogr => {
-                let port = proxy.local_addr().port();
-                let db = self.db_url.rsplit('/').next().unwrap();
                 // A whole ogr2ogr run, connection and metadata queries included: that is its cost.
                 let started = start();
-                // PG_USE_COPY: ogr2ogr's fast mode (without it, -append inserts row by row).
-                let status = tokio::process::Command::new("ogr2ogr")
-                    .args(["--config", "PG_USE_COPY", "YES"])
-                    .args([
-                        "-f",
-                        "PostgreSQL",
-                        &format!("PG:host=127.0.0.1 port={port} dbname={db} user=postgres"),
-                    ])
-                    .arg(&data.file)
-                    .args(["-nln", data.table, "-append"])
-                    .stdout(Stdio::null())
-                    .status()
-                    .await
-                    .expect("run ogr2ogr");
-                assert!(status.success(), "ogr2ogr failed");
+                self.ogr2ogr(proxy.local_addr().port(), data).await;
                 started.elapsed()
             }
         };
@@ -487,6 +491,9 @@ async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // Only the target of streaming: 100,000 points at RTT 0 against raw COPY.
     let copy_only = std::env::args().any(|a| a == "--copy-ratio");
+    // Only `featurepipe push` against the server's COPY and ogr2ogr.
+    let push_only = std::env::args().any(|a| a == "--push");
+    let copy_only = copy_only || push_only;
     let out =
         PathBuf::from(std::env::var("FEATUREPIPE_BENCH_OUT").unwrap_or_else(|_| "bench".into()));
     let pg_base =
@@ -566,6 +573,17 @@ async fn main() {
             }
         }
     }
+    if push_only {
+        let runs = std::env::var("RUNS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(5);
+        let markdown = push_vs(&bench, &dir, runs).await;
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("push.md"), &markdown).unwrap();
+        println!("{markdown}");
+        return;
+    }
     if copy_only {
         copy_ratio(&bench, &dir, 15).await;
         return;
@@ -622,6 +640,150 @@ async fn auto_far(bench: &Bench, dir: &Path) -> String {
         median(walls).as_secs_f64(),
         trips[trips.len() / 2]
     )
+}
+
+/// 100,000 points loaded from a file, `runs` rounds of every way in turn
+/// (medians): PostgreSQL's own `COPY … FROM 'file'`, `ogr2ogr` (COPY mode)
+/// and `featurepipe push` with its defaults and with the old ones, at RTT 0
+/// and with 50 ms between the loader and what it talks to (the database
+/// for ogr2ogr, the service for push, which sits next to its database).
+async fn push_vs(bench: &Bench, dir: &Path, runs: usize) -> String {
+    let data = points(100_000, dir);
+    // The server reads the file itself: as text, the geometry as hex EWKB.
+    let csv = dir.join("points.csv");
+    let mut text = String::new();
+    for (name, seq, ewkb) in &data.rows {
+        let hex: String = ewkb.iter().map(|b| format!("{b:02x}")).collect();
+        writeln!(text, "{name},{seq},{hex}").unwrap();
+    }
+    std::fs::write(&csv, text).unwrap();
+    let pg_port: u16 = bench.pg.rsplit(':').next().unwrap().parse().unwrap();
+    let far_db = Proxy::start(bench.pg.parse().unwrap(), Duration::from_millis(25))
+        .await
+        .unwrap();
+    let service = Service::start(&bench.bin, &bench.db_url, &[]).await;
+    let far_service = Proxy::start(service.addr, Duration::from_millis(25))
+        .await
+        .unwrap();
+    let old_defaults = [
+        "--batch",
+        "1000",
+        "--jobs",
+        "1",
+        "--gzip",
+        "on",
+        "--batch-bytes",
+        "16MiB",
+    ];
+    let ways: [(&str, &str); 7] = [
+        ("PostgreSQL's own `COPY … FROM 'file'` (the limit)", "0"),
+        (
+            "`ogr2ogr` (GeoJSON, `PG_USE_COPY=YES`, straight to the database)",
+            "0",
+        ),
+        ("`featurepipe push`, defaults", "0"),
+        (
+            "`featurepipe push`, the old defaults (`--batch 1000 --jobs 1 --gzip on`)",
+            "0",
+        ),
+        ("`ogr2ogr`, the database 50 ms away", "50"),
+        ("`featurepipe push`, defaults, the service 50 ms away", "50"),
+        (
+            "`featurepipe push`, the old defaults, the service 50 ms away",
+            "50",
+        ),
+    ];
+    let mut walls: Vec<Vec<Duration>> = vec![Vec::new(); ways.len()];
+    // One round to warm the service, the cache and the table's pages.
+    for round in 0..=runs {
+        for (k, (label, _)) in ways.iter().enumerate() {
+            bench.truncate(data.table).await;
+            bench
+                .admin
+                .batch_execute("CHECKPOINT")
+                .await
+                .expect("checkpoint");
+            let push = |url: String, extra: &[&str]| {
+                let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+                let run = format!("bench-{round}-{k}");
+                let file = data.file.clone();
+                let bin = bench.bin.clone();
+                async move {
+                    let out = tokio::process::Command::new(bin)
+                        .arg("push")
+                        .arg(file)
+                        .args(["--collection", "points", "--url", &url, "--run", &run])
+                        .args(extra)
+                        .output()
+                        .await
+                        .expect("run featurepipe push");
+                    assert!(
+                        out.status.success(),
+                        "push failed: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            };
+            let near = format!("http://{}", service.addr);
+            let far = format!("http://{}", far_service.local_addr());
+            let started = Instant::now();
+            match k {
+                0 => {
+                    let sql = format!(
+                        "COPY {} (name, seq, geom) FROM '{}' (FORMAT csv)",
+                        data.table,
+                        csv.display()
+                    );
+                    bench
+                        .admin
+                        .batch_execute(&sql)
+                        .await
+                        .expect("COPY FROM file");
+                }
+                1 => bench.ogr2ogr(pg_port, &data).await,
+                2 => push(near, &[]).await,
+                3 => push(near, &old_defaults).await,
+                4 => bench.ogr2ogr(far_db.local_addr().port(), &data).await,
+                5 => push(far, &[]).await,
+                _ => push(far, &old_defaults).await,
+            }
+            let wall = started.elapsed();
+            let count = bench
+                .admin
+                .query_one(&format!("SELECT count(*) FROM {}", data.table), &[])
+                .await
+                .unwrap()
+                .get::<_, i64>(0);
+            assert_eq!(count, data.len() as i64, "{label}");
+            if round > 0 {
+                eprintln!(
+                    "round {round:>2} | {label:<70} | {:>7.3} s",
+                    wall.as_secs_f64()
+                );
+                walls[k].push(wall);
+            }
+        }
+    }
+    let medians: Vec<Duration> = walls.into_iter().map(median).collect();
+    let mut md = format!(
+        "| 100,000 points, medians of {runs} rounds | RTT | time | against the server's COPY |\n|---|--:|--:|--:|\n"
+    );
+    for ((label, rtt), wall) in ways.iter().zip(&medians) {
+        let ratio = wall.as_secs_f64() / medians[0].as_secs_f64();
+        writeln!(
+            md,
+            "| {label} | {rtt} ms | {:.2} s | {ratio:.2}× |",
+            wall.as_secs_f64()
+        )
+        .unwrap();
+    }
+    writeln!(
+        md,
+        "\nAt +50 ms, push's defaults are {:.1}× as fast as ogr2ogr.",
+        medians[4].as_secs_f64() / medians[5].as_secs_f64()
+    )
+    .unwrap();
+    md
 }
 
 /// 100,000 points at RTT 0, streamed and read whole, against raw binary

@@ -53,7 +53,7 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
         features: args.batch as usize,
         bytes: args.batch_bytes,
     };
-    let gzip = Arc::new(Gzip::new(args.gzip));
+    let gzip = Arc::new(Gzip::for_service(args.gzip, &args.url).await);
     let service = Service::new(&args, gzip.clone())?;
     if args.ca_file.is_some() && !args.url.starts_with("https://") {
         eprintln!(
@@ -102,7 +102,7 @@ pub async fn run(args: PushArgs) -> Result<(), Box<dyn std::error::Error>> {
         tally.render(
             &service.uri().to_string(),
             args.run.as_deref(),
-            gzip.described(),
+            &gzip.described(),
             started.elapsed()
         )
     );
