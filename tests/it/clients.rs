@@ -148,3 +148,46 @@ async fn owslib_reads_queryables_and_filters_by_cql2() {
     // elevation = i * 10.5 > 200: i >= 20; named "station 2…": 20..23.
     assert_eq!(lines[1], "station 23,station 22,station 21,station 20");
 }
+
+#[tokio::test]
+async fn gdal_filters_by_attribute_and_by_box() {
+    let app = TestApp::new(SETUP).await;
+    let served = Served::start(&app).await;
+    let source = format!("OAPIF:{}", served.url);
+    // An attribute filter (GDAL sends what it can translate, and filters
+    // the rest itself) and a box (sent as bbox=): the very stations SQL selects.
+    for (args, sql) in [
+        (vec!["-where", "elevation > 100"], "elevation > 100"),
+        (
+            vec!["-spat", "1", "45", "3", "46"],
+            "ST_Intersects(geom, ST_MakeEnvelope(1, 45, 3, 46, 4326))",
+        ),
+        (
+            vec!["-where", "elevation > 100", "-spat", "1", "45", "5", "48"],
+            "elevation > 100 AND ST_Intersects(geom, ST_MakeEnvelope(1, 45, 5, 48, 4326))",
+        ),
+    ] {
+        let mut all = vec!["-ro", "-al", source.as_str(), "stations"];
+        all.extend(args.iter().copied());
+        let out = run("ogrinfo", &all).await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let expected = app
+            .db
+            .int(&format!("SELECT count(*) FROM stations WHERE {sql}"))
+            .await;
+        assert!(
+            expected > 0,
+            "{sql}: a filter that selects nothing proves little"
+        );
+        assert_eq!(
+            text.matches("OGRFeature(stations)").count() as i64,
+            expected,
+            "{args:?}: {text}"
+        );
+    }
+}
