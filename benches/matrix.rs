@@ -325,6 +325,15 @@ impl Bench {
         assert!(status.success(), "ogr2ogr failed");
     }
 
+    /// Empty `table` and checkpoint, so that every write of a round starts alike.
+    async fn empty(&self, table: &str) {
+        self.truncate(table).await;
+        self.admin
+            .batch_execute("CHECKPOINT")
+            .await
+            .expect("checkpoint");
+    }
+
     async fn truncate(&self, table: &str) {
         self.admin
             .batch_execute(&format!("TRUNCATE {table} RESTART IDENTITY"))
@@ -697,12 +706,7 @@ async fn push_vs(bench: &Bench, dir: &Path, runs: usize) -> String {
     // One round to warm the service, the cache and the table's pages.
     for round in 0..=runs {
         for (k, (label, _)) in ways.iter().enumerate() {
-            bench.truncate(data.table).await;
-            bench
-                .admin
-                .batch_execute("CHECKPOINT")
-                .await
-                .expect("checkpoint");
+            bench.empty(data.table).await;
             let push = |url: String, extra: &[&str]| {
                 let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
                 let run = format!("bench-{round}-{k}");
@@ -815,12 +819,7 @@ async fn copy_ratio(bench: &Bench, dir: &Path, runs: usize) -> String {
     // One round to warm the services and the table's pages.
     for round in 0..=runs {
         for (k, &strategy) in strategies.iter().enumerate() {
-            bench.truncate(data.table).await;
-            bench
-                .admin
-                .batch_execute("CHECKPOINT")
-                .await
-                .expect("checkpoint");
+            bench.empty(data.table).await;
             let (wall, _) = bench.write_once(strategy, &data, &proxy, &services).await;
             if round > 0 {
                 eprintln!(

@@ -77,11 +77,7 @@ pub fn negotiate(
         (true, true) => MEDIA_TYPE,
         _ => GEOJSON,
     };
-    let profile = match (profile, jsonfg) {
-        (Some(profile), _) => profile,
-        (None, true) => Profile::JsonFg,
-        (None, false) => Profile::Rfc7946,
-    };
+    let profile = profile.unwrap_or(Profile::default_for(jsonfg));
     Ok(Answer {
         format,
         jsonfg,

@@ -43,6 +43,14 @@ impl Profile {
         format!("{PREFIX}{}", self.token())
     }
 
+    /// The profile of a document nobody asked one of: JSON-FG's, or plain GeoJSON's.
+    pub fn default_for(jsonfg: bool) -> Profile {
+        match jsonfg {
+            true => Profile::JsonFg,
+            false => Profile::Rfc7946,
+        }
+    }
+
     /// Its token, as the `profile` query parameter takes it.
     pub fn token(self) -> &'static str {
         ALL.iter()

@@ -513,10 +513,7 @@ pub fn feature_response(
     validators(feature, headers);
     if preference == Return::Representation {
         set_content_crs(headers, crs);
-        let profile = match rendering.encoding {
-            Encoding::GeoJson => Profile::Rfc7946,
-            Encoding::JsonFg => Profile::JsonFg,
-        };
+        let profile = Profile::default_for(rendering.encoding == Encoding::JsonFg);
         let (name, value) = profile.link_header();
         headers.insert(name, value);
     }

@@ -190,11 +190,14 @@ fn refused_probe() -> String {
 
 /// POST `body` until the answer is 503 busy (`busy`) or is not: its last answer.
 async fn post_until(addr: &str, body: &str, busy: bool) -> (u16, String) {
+    post_until_at(addr, "/collections/pts/items", body, busy).await
+}
+
+/// [`post_until`] to `path`.
+async fn post_until_at(addr: &str, path: &str, body: &str, busy: bool) -> (u16, String) {
     let mut answer = (0, String::new());
     for _ in 0..100 {
-        answer = http(addr, "POST", "/collections/pts/items", body)
-            .await
-            .unwrap();
+        answer = http(addr, "POST", path, body).await.unwrap();
         if (answer.0 == 503) == busy {
             break;
         }
@@ -297,15 +300,7 @@ async fn a_skip_mode_report_is_counted_in_the_memory_bodies_share() {
     assert_eq!(status, 503, "{text}");
     assert!(text.contains("FEATUREPIPE_BODY_MEMORY"), "{text}");
     drop(slow);
-    let mut answer = (0, String::new());
-    for _ in 0..100 {
-        answer = http(&addr, "POST", "/collections/pts/items?mode=skip", &body)
-            .await
-            .unwrap();
-        if answer.0 != 503 {
-            break;
-        }
-    }
+    let answer = post_until_at(&addr, "/collections/pts/items?mode=skip", &body, false).await;
     assert_eq!(answer.0, 200, "{}", answer.1);
     assert!(answer.1.contains("\"failed\""), "{}", answer.1);
     assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);

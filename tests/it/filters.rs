@@ -33,8 +33,14 @@ const SITES: &str = "
 /// The ids of the sites the items query `query` matches, checking that
 /// `numberMatched` agrees.
 async fn matched(app: &TestApp, query: &str) -> Vec<i64> {
+    matched_in(app, "sites", query).await
+}
+
+/// The ids (in key order) of the features of `coll` the items query
+/// `query` matches, checking that `numberMatched` agrees.
+async fn matched_in(app: &TestApp, coll: &str, query: &str) -> Vec<i64> {
     let r = app
-        .get(&format!("/collections/sites/items?limit=1000&{query}"))
+        .get(&format!("/collections/{coll}/items?limit=1000&{query}"))
         .await;
     assert_eq!(r.status, 200, "{query}: {r:?}");
     let ids: Vec<i64> = r.body["features"]
@@ -487,24 +493,9 @@ async fn the_time_setting_is_the_queryable_time_of_the_temporal_functions() {
     let path = crate::support::settings_file("timed-queryables", settings);
     let app = TestApp::with_config(TIMED, |c| c.settings = Some(path.clone())).await;
     let ids = |coll: &'static str, filter: &'static str| {
+        let query = format!("filter={}", percent_encode(filter));
         let app = &app;
-        async move {
-            let r = app
-                .get(&format!(
-                    "/collections/{coll}/items?filter={}",
-                    percent_encode(filter)
-                ))
-                .await;
-            assert_eq!(r.status, 200, "{filter}: {r:?}");
-            let mut ids: Vec<i64> = r.body["features"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f["id"].as_i64().unwrap())
-                .collect();
-            ids.sort();
-            ids
-        }
+        async move { matched_in(app, coll, &query).await }
     };
     // An interval: each end a column, a NULL end open.
     let jan = "T_INTERSECTS(time, INTERVAL('2024-01-05', '2024-01-31'))";
@@ -583,20 +574,7 @@ async fn the_cql2_standard_s_examples_select_the_same_in_both_encodings() {
     let app = TestApp::new(BUILDINGS).await;
     let ids = |query: String| {
         let app = &app;
-        async move {
-            let r = app
-                .get(&format!("/collections/buildings/items?limit=100&{query}"))
-                .await;
-            assert_eq!(r.status, 200, "{query}: {r:?}");
-            let mut ids: Vec<i64> = r.body["features"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f["id"].as_i64().unwrap())
-                .collect();
-            ids.sort();
-            ids
-        }
+        async move { matched_in(app, "buildings", &query).await }
     };
     // Each example, and the same condition as SQL.
     let examples = [
