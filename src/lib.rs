@@ -10,9 +10,11 @@
 //! - model: [`catalog`], what a table is;
 //! - database access: [`db`];
 //! - below it, shared by `db` and `push`: `trust`, the CAs a TLS client
-//!   trusts and the rustls error behind a failed connection;
+//!   trusts and the rustls error behind a failed connection; and `budget`,
+//!   the memory all requests share;
 //! - pure: `json`, [`geometry`], `units`.
 
+pub mod budget;
 mod json;
 
 pub mod auth;

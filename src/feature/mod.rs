@@ -58,7 +58,7 @@ pub struct ParsedBody {
     /// `Accept` asks for GeoJSON.
     pub jsonfg: bool,
     /// With [`Reading::keep_valid`]: each invalid feature's index and first problem.
-    pub rejected: Vec<(usize, FieldError)>,
+    pub rejected: Vec<(usize, Box<FieldError>)>,
     /// With [`Reading::keep_valid`]: the feature index of each row.
     pub row_features: Vec<usize>,
 }
@@ -383,7 +383,7 @@ struct Validator<'a> {
     /// PUT/PATCH: the key given as a property, as text.
     key_property: Option<String>,
     /// With `keep_valid`: each invalid feature's first problem.
-    rejected: Vec<(usize, FieldError)>,
+    rejected: Vec<(usize, Box<FieldError>)>,
     /// The column the `k`th property of the previous feature named.
     property_columns: Vec<usize>,
     /// Columns every feature must give ([`Collection::required`]; found
@@ -499,8 +499,13 @@ impl<'a> Validator<'a> {
             self.features_at_fault += 1;
             if self.how.keep_valid {
                 let message = message.into();
-                let first = FieldError::new(feature, pointer.clone(), code, message.clone());
-                self.rejected.push((feature, first));
+                // Past the first that a report lists, only the code is told
+                // (counted): a million refused features keep no million messages.
+                let first = match self.rejected.len() < MAX_LISTED_ERRORS {
+                    true => FieldError::new(feature, pointer.clone(), code, message.clone()),
+                    false => FieldError::new(feature, String::new(), code, String::new()),
+                };
+                self.rejected.push((feature, Box::new(first)));
                 if self.errors.len() < MAX_LISTED_ERRORS {
                     self.errors
                         .push(FieldError::new(feature, pointer, code, message));

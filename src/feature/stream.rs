@@ -364,7 +364,7 @@ impl Body<'_> {
                         let checked = match row {
                             Some(row) => Some(Ok(row)),
                             // Set aside with its first problem (`keep_valid`).
-                            None => self.v.rejected.pop().map(|(_, e)| Err(Box::new(e))),
+                            None => self.v.rejected.pop().map(|(_, e)| Err(e)),
                         };
                         let clean = self.v.total == 0 || self.how.keep_valid;
                         if let Some(checked) = checked.filter(|_| clean && !self.too_many) {

@@ -10,12 +10,13 @@ use serde_json::Value;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
 use super::encoding::DECODED;
 use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
+use crate::budget::{Budget, Exhausted, Held};
 use crate::error::Error;
 use crate::http::app::AppState;
 use crate::session::Mode;
@@ -26,83 +27,44 @@ use crate::write::item::KeyedItem;
 
 /// Memory for request bodies, shared by every request
 /// (`FEATUREPIPE_BODY_MEMORY`): a body holds room for the bytes it has
-/// received (decompressed), as they come, until it has been parsed, so
-/// that N large requests at once wait for each other instead of together
-/// exhausting memory.
+/// received (decompressed), as they come, until it has been parsed.
 #[derive(Clone)]
-pub struct BodyRoom {
-    room: Arc<Semaphore>,
-    /// All of it, in KiB (one body larger than that takes it all).
-    kib: u32,
-    /// How long a request waits for room before a 503.
-    wait: Duration,
-}
+pub struct BodyRoom(pub Budget);
 
 impl BodyRoom {
     /// `bytes` of room; a body waits at most `wait` for its share.
     pub fn new(bytes: usize, wait: Duration) -> Self {
-        let kib = u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX >> 3);
-        BodyRoom {
-            room: Arc::new(Semaphore::new(kib as usize)),
-            kib,
-            wait,
-        }
+        BodyRoom(Budget::new(bytes, wait))
     }
 
     /// Grow `held` to room for `bytes`, waiting for others to give some back.
     async fn hold(&self, held: &mut Held, bytes: usize) -> Result<(), ApiError> {
-        let want = u32::try_from(bytes.div_ceil(1024))
-            .unwrap_or(u32::MAX)
-            .min(self.kib);
-        if want <= held.kib {
-            return Ok(());
-        }
-        let more = tokio::time::timeout(
-            self.wait,
-            self.room.clone().acquire_many_owned(want - held.kib),
-        )
-        .await;
-        let Ok(Ok(more)) = more else {
-            return Err(ApiError::new(
-                Wrong::Busy,
-                format!(
-                    "other requests' bodies fill the memory set aside for bodies \
-                     (FEATUREPIPE_BODY_MEMORY) for longer than {:?}; nothing was written, retry later",
-                    self.wait
-                ),
-            ));
-        };
-        held.kib = want;
-        match &mut held.permit {
-            Some(permit) => permit.merge(more),
-            None => held.permit = Some(more),
-        }
-        Ok(())
+        self.0.hold(held, bytes).await.map_err(exhausted)
     }
-}
 
-/// Room held for what a request keeps besides its body, given back when dropped.
-pub struct Reserved {
-    _held: Held,
-}
-
-impl BodyRoom {
     /// Hold `bytes` of room for what a request builds from its body (an
     /// edit session's operations and report, one per feature, which for
     /// small features outweigh the body): waiting, as a body does, for
     /// others to give some back, and a 503 after the wait.
-    pub async fn reserve(&self, bytes: usize) -> Result<Reserved, ApiError> {
+    pub async fn reserve(&self, bytes: usize) -> Result<Held, ApiError> {
         let mut held = Held::default();
         self.hold(&mut held, bytes).await?;
-        Ok(Reserved { _held: held })
+        Ok(held)
     }
 }
 
-/// Room held for one body, given back when dropped.
-#[derive(Default)]
-struct Held {
-    permit: Option<OwnedSemaphorePermit>,
-    kib: u32,
+/// The 503 of a request that found no room.
+fn exhausted(e: Exhausted) -> ApiError {
+    let detail = match e {
+        Exhausted::Busy(wait) => format!(
+            "other requests' bodies fill the memory set aside for bodies \
+             (FEATUREPIPE_BODY_MEMORY) for longer than {wait:?}; nothing was written, retry later"
+        ),
+        Exhausted::Beyond => "this request alone needs more than the memory set aside for \
+                              bodies (FEATUREPIPE_BODY_MEMORY); nothing was written"
+            .to_owned(),
+    };
+    ApiError::new(Wrong::Busy, detail)
 }
 
 /// A request body, with the room it holds in [`BodyRoom`] until dropped.
@@ -273,8 +235,9 @@ pub struct StreamedBody {
     /// How the body ended: the request's hash when it has an
     /// Idempotency-Key, or why it was refused.
     pub received: AbortOnDropHandle<Result<Option<String>, ApiError>>,
-    /// Room held for the head, as for the batches of the write.
-    _held: Held,
+    /// Room held for the head, as for the batches of the write; a streamed
+    /// session grows it for its report.
+    pub held: Held,
 }
 
 impl StreamedBody {
@@ -338,7 +301,7 @@ pub async fn read_or_stream(
         head: Bytes::from(head),
         rest: rx,
         received,
-        _held: held,
+        held,
     }))
 }
 

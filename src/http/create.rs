@@ -220,7 +220,7 @@ async fn write_streamed(post: &Post<'_>, streamed: StreamedBody) -> Result<Taken
         head,
         rest,
         received: reading,
-        ..
+        held,
     } = streamed;
     let idempotency = found.map(|found| found.idempotency(answer.clone()));
     let (verdict, judged) = oneshot::channel();
@@ -245,9 +245,10 @@ async fn write_streamed(post: &Post<'_>, streamed: StreamedBody) -> Result<Taken
                 batch_size,
                 srid,
                 may_read,
+                budget: state.body_room.0.clone(),
             };
             let key = idempotency.clone();
-            let writing = carry_out_streamed(streaming, windows, judged, key);
+            let writing = carry_out_streamed(streaming, windows, judged, key, held);
             let writing = writing.map(|w| w.map(|report| report.map(Written::Session)));
             (writing.boxed(), parse)
         }

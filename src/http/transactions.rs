@@ -19,6 +19,7 @@ use crate::feature::InputLimits;
 use crate::http::app::AppState;
 use crate::read::params::{check_format, unknown_parameter};
 use crate::session::ogc::{self, report::Names};
+use crate::session::report::BYTES_PER_OPERATION;
 use crate::session::{self, input, Mode, Operation, Reply, SessionAnswer, Step};
 use crate::write::idempotency::Idempotency;
 
@@ -62,6 +63,10 @@ async fn run_and_reply(
     idempotency: Option<&Idempotency>,
     reply: Reply<'_>,
 ) -> Result<Response, ApiError> {
+    // Operations and their report, one result each, are counted in the
+    // memory bodies share until the answer is made.
+    let room = operations.len().saturating_mul(BYTES_PER_OPERATION);
+    let _room = state.body_room.reserve(room).await?;
     let batch = state.write.limits.max_features;
     let work = (operations, steps);
     let report = session::carry_out(&state.db, work, mode, batch, idempotency, reply).await?;

@@ -111,6 +111,8 @@ struct SessionDoc {
     results: Vec<OpResult>,
     #[serde(default)]
     errors: Vec<WireError>,
+    /// The operations' errors, listed in `results` or not (older services: absent, all listed).
+    total_errors: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,14 +149,20 @@ pub fn read(reply: &Reply, first: u64, count: usize) -> Outcome {
         200 => match serde_json::from_slice::<SessionDoc>(&reply.body) {
             Ok(report) => {
                 let mut outcome = done(report.written, report.not_written);
-                let errors = report
+                let errors: Vec<_> = report
                     .results
                     .into_iter()
                     .enumerate()
-                    .filter_map(|(i, r)| r.error.map(|e| (Some(i as u64), e)));
+                    .filter_map(|(i, r)| r.error.map(|e| (Some(i as u64), e)))
+                    .collect();
+                // Past the first 100, the service counts the operations' errors.
+                let unlisted = report
+                    .total_errors
+                    .unwrap_or(0)
+                    .saturating_sub(errors.len());
                 let other = report.errors.into_iter().map(|e| (None, e));
-                let errors: Vec<_> = errors.chain(other).collect();
-                outcome.total_errors = errors.len();
+                let errors: Vec<_> = errors.into_iter().chain(other).collect();
+                outcome.total_errors = errors.len() + unlisted;
                 outcome.errors = errors
                     .into_iter()
                     .take(KEPT_ERRORS)

@@ -311,7 +311,7 @@ pub(super) fn collect(
         match read {
             Ok((written_at, indexed)) => operations.push(Operation {
                 op: kind,
-                collection: op.collection.clone(),
+                collection: op.collection.as_str().into(),
                 steps: first..steps.len(),
                 at: places.apply(&written_at),
                 indexed,
@@ -327,11 +327,11 @@ pub(super) fn collect(
                 if keep_valid {
                     operations.push(Operation {
                         op: kind,
-                        collection: op.collection.clone(),
+                        collection: op.collection.as_str().into(),
                         steps: first..first,
                         at: places.apply(&at),
                         indexed: false,
-                        rejected: own.listed.into_iter().next(),
+                        rejected: own.listed.into_iter().next().map(Box::new),
                         feature: None,
                         may_read,
                     });

@@ -142,8 +142,9 @@ impl Reply<'_> {
 pub struct Operation {
     /// What it does.
     pub op: Op,
-    /// Its collection's id.
-    pub collection: String,
+    /// Its collection's id (shared: a session of a FeatureCollection has
+    /// one operation per feature).
+    pub collection: Arc<str>,
     /// Its statements, in the session's list.
     pub steps: Range<usize>,
     /// JSON pointer of what its statements write: `/operations/3/feature`,
@@ -152,7 +153,7 @@ pub struct Operation {
     /// Each statement has its own element under `at`.
     pub indexed: bool,
     /// Skip mode: the operation is invalid (its first problem) and is not sent.
-    pub rejected: Option<FieldError>,
+    pub rejected: Option<Box<FieldError>>,
     /// The feature it is, when the session is a FeatureCollection's (`?mode=` on items).
     pub feature: Option<usize>,
     /// The caller may read its collection: told the database's DETAIL lines.
@@ -416,12 +417,13 @@ pub fn inserts(
     } = parsed;
     let n = rows.len() + rejected.len();
     let mut rejected = rejected.into_iter().peekable();
+    let id: Arc<str> = coll.id.as_str().into();
     let mut operations = Vec::with_capacity(n);
     let mut step = 0;
     for i in 0..n {
         let refused = rejected.next_if(|(f, _)| *f == i).map(|(_, e)| e);
         debug_assert!(refused.is_some() || row_features.is_empty() || row_features[step] == i);
-        operations.push(insert_operation(coll, i, refused, &mut step, may_read));
+        operations.push(insert_operation(&id, i, refused, &mut step, may_read));
     }
     let steps = rows
         .into_iter()
@@ -433,9 +435,9 @@ pub fn inserts(
 /// The insert operation of feature `i` of a FeatureCollection: its one
 /// statement is `*step` (then counted), or it was `refused` as invalid.
 fn insert_operation(
-    coll: &Collection,
+    collection: &Arc<str>,
     i: usize,
-    refused: Option<FieldError>,
+    refused: Option<Box<FieldError>>,
     step: &mut usize,
     may_read: bool,
 ) -> Operation {
@@ -448,13 +450,13 @@ fn insert_operation(
     };
     Operation {
         op: Op::Insert,
-        collection: coll.id.clone(),
+        collection: collection.clone(),
         steps,
         at: format!("/features/{i}"),
         indexed: false,
-        rejected: refused.map(|e| FieldError {
-            operation: Some(i),
-            ..e
+        rejected: refused.map(|mut e| {
+            e.operation = Some(i);
+            e
         }),
         feature: Some(i),
         may_read,

@@ -1,6 +1,7 @@
 //! What a session reports: each operation's fate in order, and each batch's.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -8,7 +9,7 @@ use tokio_postgres::Error;
 use utoipa::ToSchema;
 
 use super::{Done, Mode, Op, Operation, Step};
-use crate::error::{FieldError, Refusal};
+use crate::error::{FieldError, Refusal, MAX_LISTED_ERRORS};
 use crate::write::dberror::feature_error;
 use crate::write::report::{BatchStatus, Ids};
 
@@ -17,6 +18,10 @@ use crate::write::report::{BatchStatus, Ids};
 /// and its part of the report (measured: 1,000,000 empty features in skip
 /// mode, each refused, took about 900 MiB).
 pub const BYTES_PER_OPERATION: usize = 1024;
+
+/// About what one operation's result costs in memory until the report is
+/// sent (a session read as it arrives keeps its results, not its operations).
+pub const BYTES_PER_RESULT: usize = 256;
 
 /// What happened to one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -40,7 +45,8 @@ pub struct OpResult {
     /// What it did.
     pub op: Op,
     /// Its collection.
-    pub collection: String,
+    #[schema(value_type = String)]
+    pub collection: Arc<str>,
     /// Its fate.
     pub status: OpStatus,
     /// Inserts: the new keys in feature order (numbers for integer keys);
@@ -99,6 +105,29 @@ pub struct SessionReport {
     /// Problems of no single operation, such as a deferred constraint at COMMIT.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
+    /// How many operations failed with an error of their own, listed or not:
+    /// `results` gives the first 100 their `error`, as problem bodies do.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub total_errors: usize,
+    /// The errors past the first 100, by code: a session of a million
+    /// refused features answers with a report of its size, not ten times it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unlisted_errors: Vec<UnlistedErrors>,
+}
+
+/// The errors of one code that `results` does not list.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UnlistedErrors {
+    /// Their code, e.g. `missing_geometry`.
+    pub code: String,
+    /// How many operations failed with it.
+    pub count: usize,
+    /// The first such operation.
+    pub first_operation: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl SessionReport {
@@ -123,6 +152,10 @@ pub struct Outcome {
     lost: bool,
     /// Problems of no single operation.
     errors: Vec<FieldError>,
+    /// Operations that failed with an error of their own.
+    total_errors: usize,
+    /// Their errors past the first [`MAX_LISTED_ERRORS`], by code.
+    unlisted: Vec<UnlistedErrors>,
     /// The caller may read every collection of the session: told the DETAIL
     /// of an error no operation can be blamed for.
     may_read_all: bool,
@@ -138,6 +171,8 @@ impl Outcome {
             aborted: false,
             lost: false,
             errors: Vec::new(),
+            total_errors: 0,
+            unlisted: Vec::new(),
             may_read_all: true,
         };
         outcome.grow(operations, batches);
@@ -209,8 +244,7 @@ impl Outcome {
         if let Some(e) = &op.rejected {
             // Invalid, set aside before any database work (skip mode).
             self.failure.get_or_insert(Refusal::Unfit);
-            self.results[k].status = OpStatus::Failed;
-            self.results[k].error = Some(Box::new(e.clone()));
+            self.blame(k, e);
             return true;
         }
         let was_aborted = self.aborted;
@@ -254,9 +288,8 @@ impl Outcome {
             let (refusal, mut field) = feature_error(Some(&steps[s].coll), feature, &at, &e);
             self.failure.get_or_insert(refusal);
             field.operation = Some(k);
-            result.status = OpStatus::Failed;
-            result.error = Some(Box::new(field.for_reader(op.may_read)));
             result.etag = None;
+            self.blame(k, &field.for_reader(op.may_read));
             self.aborted = true;
             return false;
         }
@@ -269,6 +302,27 @@ impl Outcome {
             _ => {}
         }
         true
+    }
+
+    /// Operation `k` failed with `error`: listed in its result while fewer
+    /// than [`MAX_LISTED_ERRORS`] are, counted by code after.
+    fn blame(&mut self, k: usize, error: &FieldError) {
+        self.results[k].status = OpStatus::Failed;
+        self.total_errors += 1;
+        if self.total_errors <= MAX_LISTED_ERRORS {
+            self.results[k].error = Some(Box::new(error.clone()));
+            return;
+        }
+        match self.unlisted.iter().position(|u| u.code == error.code) {
+            Some(at) => self.unlisted[at].count += 1,
+            // Codes are few; should a database invent more, the total counts them.
+            None if self.unlisted.len() < MAX_LISTED_ERRORS => self.unlisted.push(UnlistedErrors {
+                code: error.code.clone(),
+                count: 1,
+                first_operation: k,
+            }),
+            None => {}
+        }
     }
 
     /// Operation `k` failed and was rolled back to its savepoint: the
@@ -337,6 +391,8 @@ impl Outcome {
             not_written: self.results.len() - written,
             results: self.results,
             batches: self.batches,
+            total_errors: self.total_errors,
+            unlisted_errors: self.unlisted,
         }
     }
 }

@@ -21,15 +21,16 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Error as PgError;
 use tokio_util::task::AbortOnDropHandle;
 
-use super::report::{Outcome, SessionReport};
+use super::report::{Outcome, SessionReport, BYTES_PER_RESULT};
 use super::{
     check_lead, insert_operation, insert_step, prepare_steps, Done, Mode, Msg, Operation, Reply,
     Session, Step, SKIP_LEAD,
 };
+use crate::budget::{Budget, Exhausted, Held};
 use crate::catalog::Collection;
 use crate::db::statement::Stmt;
 use crate::db::Database;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::feature::stream::{parse_stream, Checked, Streamed};
 use crate::feature::value::SqlValue;
 use crate::feature::Reading;
@@ -120,6 +121,10 @@ pub struct Streaming {
     pub srid: i32,
     /// The caller may read the collection: told the database's DETAIL lines.
     pub may_read: bool,
+    /// The memory bodies share, in which the report's results are counted
+    /// as they grow (one per feature, which for small features outweighs
+    /// the body).
+    pub budget: Budget,
 }
 
 /// Run the session of the features `windows` bring, as they come: its
@@ -136,11 +141,12 @@ pub async fn carry_out_streamed(
     windows: mpsc::Receiver<Window>,
     verdict: oneshot::Receiver<Verdict>,
     idempotency: Option<Idempotency>,
+    room: Held,
 ) -> Result<Option<SessionReport>, Error> {
     let task = async move {
         let report = match streaming.mode {
-            Mode::Skip => streaming.skip(windows, verdict, idempotency).await?,
-            _ => streaming.batches(windows).await?,
+            Mode::Skip => streaming.skip(windows, verdict, idempotency, room).await?,
+            _ => streaming.batches(windows, room).await?,
         };
         match report {
             Some(report) if report.lost_after_commit() => {
@@ -155,6 +161,29 @@ pub async fn carry_out_streamed(
 }
 
 impl Streaming {
+    /// Grow `room` (the body's head's, then the report's so far) by the
+    /// results of `window`'s features, kept until the report is made.
+    async fn count(&self, room: &mut Held, window: &Window) -> Result<(), Error> {
+        let bytes = window.features.len().saturating_mul(BYTES_PER_RESULT);
+        self.budget.hold_more(room, bytes).await.map_err(|e| {
+            let first = window.first;
+            match e {
+                Exhausted::Busy(wait) => Error::unavailable(format!(
+                    "other requests fill the memory set aside for bodies and reports \
+                     (FEATUREPIPE_BODY_MEMORY) for longer than {wait:?}, at feature {first}; retry later"
+                )),
+                Exhausted::Beyond => Error::new(
+                    ErrorKind::TooManyFeatures,
+                    format!(
+                        "the report of {first} features and more, one result each, would need more than \
+                         the memory set aside for bodies and reports (FEATUREPIPE_BODY_MEMORY); \
+                         send fewer features per request, or use mode=atomic, whose answer is their ids"
+                    ),
+                ),
+            }
+        })
+    }
+
     /// The operations and statements of `window`, the statements' indices
     /// from 0; `shapes` are the column sets known so far.
     fn session_of(
@@ -169,21 +198,16 @@ impl Streaming {
         let mut operations = Vec::with_capacity(ops.len());
         let mut steps = Vec::with_capacity(ops.len());
         let mut step = 0;
+        let id: Arc<str> = self.coll.id.as_str().into();
         for (i, checked) in ops.clone().zip(window.features) {
             let refused = match checked {
                 Ok(row) => {
                     steps.push(insert_step(&self.coll, shapes, row, self.srid));
                     None
                 }
-                Err(e) => Some(*e),
+                Err(e) => Some(e),
             };
-            operations.push(insert_operation(
-                &self.coll,
-                i,
-                refused,
-                &mut step,
-                self.may_read,
-            ));
+            operations.push(insert_operation(&id, i, refused, &mut step, self.may_read));
         }
         (ops, operations, steps)
     }
@@ -193,6 +217,7 @@ impl Streaming {
     async fn batches(
         &self,
         mut windows: mpsc::Receiver<Window>,
+        mut room: Held,
     ) -> Result<Option<SessionReport>, Error> {
         // No connection is taken before there is a feature to write.
         let Some(first) = windows.recv().await else {
@@ -211,6 +236,15 @@ impl Streaming {
         let mut shapes = Vec::new();
         let mut next = Some(first);
         while let Some(window) = next {
+            if let Err(e) = self.count(&mut room, &window).await {
+                // What was committed stays so, and is told.
+                while !sending.in_flight.is_empty() {
+                    sending.settle_oldest().await?;
+                }
+                client.set_open(false);
+                let report = sending.outcome.report(Mode::Batch);
+                return Err(e.with_report(&report));
+            }
             let (ops, operations, steps) = self.session_of(window, &mut shapes);
             let b = sending.outcome.batches();
             sending
@@ -238,6 +272,7 @@ impl Streaming {
         mut windows: mpsc::Receiver<Window>,
         verdict: oneshot::Receiver<Verdict>,
         idempotency: Option<Idempotency>,
+        mut room: Held,
     ) -> Result<Option<SessionReport>, Error> {
         let Some(first) = windows.recv().await else {
             return Ok(None);
@@ -251,6 +286,8 @@ impl Streaming {
         let started = Instant::now();
         let mut next = Some(first);
         while let Some(window) = next {
+            // Refused: the transaction is rolled back as the connection goes.
+            self.count(&mut room, &window).await?;
             let (ops, operations, steps) = self.session_of(window, &mut shapes);
             outcome.grow(&operations, &[]);
             if lead

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
-use crate::support::{http, peak_kib, point, Served, ServiceProcess, TestApp, TestDb};
+use crate::support::{http, http_as, peak_kib, point, Served, ServiceProcess, TestApp, TestDb};
 
 /// POST `body` gzip-encoded over a fresh connection: (status, response text).
 async fn post_gzip(addr: &str, path: &str, body: &[u8]) -> (u16, String) {
@@ -304,4 +304,161 @@ async fn a_skip_mode_report_is_counted_in_the_memory_bodies_share() {
     assert_eq!(answer.0, 200, "{}", answer.1);
     assert!(answer.1.contains("\"failed\""), "{}", answer.1);
     assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);
+}
+
+/// The JSON body of an HTTP/1.1 response with a Content-Length.
+fn body_of(response: &str) -> serde_json::Value {
+    serde_json::from_str(response.split_once("\r\n\r\n").unwrap().1).unwrap()
+}
+
+#[tokio::test]
+async fn a_million_refused_features_answer_a_report_near_their_count_not_ten_times_it() {
+    let db =
+        TestDb::new("CREATE TABLE pts (id serial PRIMARY KEY, name text, geom geometry)").await;
+    // The finding: 1,000,000 × {} (3 MB) in skip mode answered a 201 MB
+    // report, one error each, and peak memory rose by about 900 MiB.
+    let empty = vec!["{}"; 1_000_000].join(",");
+    let body = format!(r#"{{"type":"FeatureCollection","features":[{empty}]}}"#);
+    // Read whole (under FEATUREPIPE_STREAM_AFTER), then streamed as it arrives.
+    for stream_after in ["8MiB", "64KiB"] {
+        let env = [("FEATUREPIPE_STREAM_AFTER", stream_after)];
+        let service = ServiceProcess::start(&db.url, &env).await;
+        let pid = service.child.id().unwrap();
+        let before = peak_kib(pid);
+        let (status, response) = http(
+            &service.addr,
+            "POST",
+            "/collections/pts/items?mode=skip",
+            &body,
+        )
+        .await
+        .unwrap();
+        let grown = peak_kib(pid).saturating_sub(before);
+        assert_eq!(status, 200, "{}", &response[..response.len().min(2000)]);
+        let size = response.len();
+        let report = body_of(&response);
+        drop(response);
+        let results = report["results"].as_array().unwrap();
+        assert_eq!(results.len(), 1_000_000);
+        assert!(results.iter().all(|r| r["status"] == "failed"));
+        // The first 100 errors in full, as problem bodies list them; the
+        // rest counted by code.
+        let listed: Vec<_> = results
+            .iter()
+            .filter(|r| r.get("error").is_some())
+            .collect();
+        assert_eq!(listed.len(), 100, "{stream_after}");
+        assert_eq!(listed[99]["error"]["feature"], 99);
+        assert_eq!(report["total_errors"], 1_000_000, "{stream_after}");
+        let code = &listed[0]["error"]["code"];
+        assert_eq!(
+            report["unlisted_errors"],
+            json!([{"code": code, "count": 999_900, "first_operation": 100}]),
+            "{stream_after}"
+        );
+        eprintln!(
+            "{stream_after}: report {size} bytes, peak grew {} MiB",
+            grown >> 10
+        );
+        assert!(size < 64 << 20, "{stream_after}: a report of {size} bytes");
+        // Measured: 485 MiB read whole, 223 MiB streamed (before: about 900).
+        assert!(
+            grown < 640 << 10,
+            "{stream_after}: peak memory grew by {} MiB",
+            grown >> 10
+        );
+    }
+    assert_eq!(db.int("SELECT count(*) FROM pts").await, 0);
+}
+
+/// An app whose bodies share 64 KiB, streamed from 16 KiB on, batches of
+/// 100 features, served: (app, its address).
+async fn small_budget_streamed() -> (TestApp, Served, String) {
+    let app = TestApp::with_config(
+        "CREATE TABLE pts (id serial PRIMARY KEY, name text, geom geometry)",
+        |c| {
+            c.body_memory = 64 << 10;
+            c.stream_after = 16 << 10;
+            c.batch_size = 100;
+            c.pool_wait = Duration::from_millis(200);
+        },
+    )
+    .await;
+    let served = Served::start(&app).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    (app, served, addr)
+}
+
+#[tokio::test]
+async fn a_streamed_sessions_report_is_counted_in_the_memory_bodies_share() {
+    let (app, _served, addr) = small_budget_streamed().await;
+    // 1,000 points (about 80 KB, streamed): a result each, 256 KB in all,
+    // more than the 64 KiB budget. Before, a streamed report was not counted.
+    let points: Vec<_> = (0..1000)
+        .map(|i| point(i as f64 * 0.01, 0.0, json!({"name": format!("p{i}")})).to_string())
+        .collect();
+    let body = format!(
+        r#"{{"type":"FeatureCollection","features":[{}]}}"#,
+        points.join(",")
+    );
+    let (status, text) = http(&addr, "POST", "/collections/pts/items?mode=skip", &body)
+        .await
+        .unwrap();
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("FEATUREPIPE_BODY_MEMORY"), "{text}");
+    assert!(text.contains("mode=atomic"), "{text}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);
+    // Batch mode commits each batch of 100 on its own: those committed
+    // before the report outgrew the budget stay so, and are told.
+    let (status, text) = http(&addr, "POST", "/collections/pts/items?mode=batch", &body)
+        .await
+        .unwrap();
+    assert_eq!(status, 413, "{text}");
+    let problem = body_of(&text);
+    let committed = problem["report"]["written"].as_u64().unwrap();
+    assert!((100..1000).contains(&committed), "{problem}");
+    assert_eq!(committed % 100, 0, "{problem}");
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM pts").await as u64,
+        committed
+    );
+    // The room is given back: a small streamed session fits.
+    let few = format!(
+        r#"{{"type":"FeatureCollection","features":[{}]}}"#,
+        points[..150].join(",")
+    );
+    let (status, text) = http(&addr, "POST", "/collections/pts/items?mode=skip", &few)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(body_of(&text)["written"], 150, "{text}");
+}
+
+#[tokio::test]
+async fn a_transactions_operations_are_counted_in_the_memory_bodies_share() {
+    let (app, _served, addr) = small_budget().await;
+    let mut sent = vec![b' '; 48 << 10];
+    sent[0] = b'{';
+    let slow = dawdler(&addr, 61440, &sent).await;
+    // 100 operations: 7 KB of body, but their operations and report do not
+    // fit in the 16 KiB left. Before, the body alone was counted.
+    let ops: Vec<_> = (0..100)
+        .map(|i| json!({"op": "insert", "collection": "pts", "feature": point(0.0, i as f64, json!({}))}))
+        .collect();
+    let body = json!({ "operations": ops }).to_string();
+    let post = || http_as(&addr, "POST", "/transactions", "application/json", &body);
+    let (status, text) = post().await.unwrap();
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("FEATUREPIPE_BODY_MEMORY"), "{text}");
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 0);
+    drop(slow);
+    let mut answer = post().await.unwrap();
+    for _ in 0..100 {
+        if answer.0 != 503 {
+            break;
+        }
+        answer = post().await.unwrap();
+    }
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    assert_eq!(app.db.int("SELECT count(*) FROM pts").await, 100);
 }

@@ -521,10 +521,21 @@ pub async fn http(
     path: &str,
     body: &str,
 ) -> std::io::Result<(u16, String)> {
+    http_as(addr, method, path, "application/geo+json", body).await
+}
+
+/// [`http`] with a body of `content_type`.
+pub async fn http_as(
+    addr: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await?;
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/geo+json\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
