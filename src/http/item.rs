@@ -29,7 +29,7 @@ use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::feature::{parse_item, ItemBody, Purpose, Reading};
 use crate::http::app::AppState;
-use crate::read::params::{offered_crs, percent_encode, unknown_parameter};
+use crate::read::params::{offered_crs, percent_encode, unknown_parameter, with_etags, WITH_ETAGS};
 use crate::read::{self, Encoding, Rendering, StoredFeature};
 use crate::session::Mode;
 use crate::write::idempotency::Idempotency;
@@ -91,7 +91,9 @@ pub async fn get(
     for (name, value) in pairs {
         match name.as_str() {
             "crs" => crs = offered_crs(&coll, &name, &value)?,
-            _ => return Err(unknown_parameter(&name, "f, profile and crs").into()),
+            // Its ETag is in its header: said of the properties of pages only.
+            WITH_ETAGS => drop(with_etags(&value)?),
+            _ => return Err(unknown_parameter(&name, "f, profile, crs and with-etags").into()),
         }
     }
     let db = &state.for_caller(&caller).db;

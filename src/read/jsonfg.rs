@@ -3,7 +3,7 @@
 //! temporal columns, assembled by PostgreSQL as GeoJSON features are
 //! ([`super::sql::feature_columns`]).
 
-use super::sql::{col, feature_object, geometry_in};
+use super::sql::{col, feature_object, geometry_in, Shown};
 use crate::catalog::temporal::Temporal;
 use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::geometry::crs::CRS84;
@@ -13,7 +13,7 @@ use crate::geometry::Crs;
 /// feature, `place` in `crs`. In CRS84 `place` is null and the geometry is
 /// `geometry`'s alone (JSON-FG /req/core/place-geometries). The temporal
 /// columns are `time`, and not also properties (as ldproxy has them).
-pub fn feature_columns(coll: &Collection, crs: &Crs, hidden: &[usize]) -> String {
+pub fn feature_columns(coll: &Collection, crs: &Crs, shown: Shown<'_>) -> String {
     let wgs84 = format!(
         "ST_AsGeoJSON({}, 15, 0)::json",
         geometry_in(coll, &Crs::crs84())
@@ -26,11 +26,15 @@ pub fn feature_columns(coll: &Collection, crs: &Crs, hidden: &[usize]) -> String
         Some(t) => (time(coll, t), t.columns().collect()),
         None => ("NULL::json".to_owned(), Vec::new()),
     };
-    shown_elsewhere.extend_from_slice(hidden);
+    shown_elsewhere.extend_from_slice(shown.hidden);
+    let shown = Shown {
+        hidden: &shown_elsewhere,
+        ..shown
+    };
     feature_object(
         coll,
         &format!("'time', {time}, 'place', {place}, 'geometry', {wgs84}"),
-        &shown_elsewhere,
+        shown,
     )
 }
 

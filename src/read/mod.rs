@@ -175,7 +175,15 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
     let n = params.len();
     let select = format!(
         "{}{filter} ORDER BY {order} LIMIT ${}::int8 OFFSET ${}::int8",
-        sql::select_features_but(coll, &query.crs, query.encoding, &hidden),
+        sql::select_features_but(
+            coll,
+            &query.crs,
+            query.encoding,
+            sql::Shown {
+                hidden: &hidden,
+                with_etags: query.with_etags,
+            }
+        ),
         n + 1,
         n + 2
     );

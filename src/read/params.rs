@@ -51,6 +51,8 @@ pub struct ItemsQuery {
     pub properties: Option<(Vec<usize>, String)>,
     /// How the features are encoded (the HTTP layer's choice).
     pub encoding: Encoding,
+    /// `with-etags=true`: properties carry the key and the ETag.
+    pub with_etags: bool,
 }
 
 /// A checked `datetime`: an instant or an interval.
@@ -78,11 +80,33 @@ pub fn check_format(value: &str) -> Result<(), Error> {
     }
 }
 
-/// Reject any parameter but `f` (for resources that take no query).
+/// `with-etags=true`: each feature's properties also carry its key (under
+/// the key column's name) and its ETag (under [`ETAG_PROPERTY`]), for a
+/// client that keeps features to edit and reads them through a provider
+/// it does not control (the QGIS plugin, through QGIS's OGC API - Features
+/// provider, which takes a service URL's query to every read).
+pub const WITH_ETAGS: &str = "with-etags";
+
+/// The property that says a feature's ETag, with `with-etags=true`.
+pub const ETAG_PROPERTY: &str = "featurepipe:etag";
+
+/// The value of `with-etags`.
+pub fn with_etags(value: &str) -> Result<bool, Error> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        other => Err(bad(WITH_ETAGS, format!("'{other}' is not true or false"))),
+    }
+}
+
+/// Reject any parameter but `f` (for resources that take no query), and
+/// `with-etags`, which says nothing where no features are read: a client
+/// puts it in the service's URL, and takes that to every resource.
 pub fn only_format(pairs: &[(String, String)]) -> Result<(), Error> {
     for (name, value) in pairs {
         match name.as_str() {
             "f" => check_format(value)?,
+            WITH_ETAGS => drop(with_etags(value)?),
             other => return Err(unknown_parameter(other, "f")),
         }
     }
@@ -115,6 +139,7 @@ impl ItemsQuery {
             sortby: None,
             properties: None,
             encoding: Encoding::GeoJson,
+            with_etags: false,
         };
         let mut filter = FilterParams::default();
         for (i, (name, value)) in pairs.iter().enumerate() {
@@ -149,11 +174,12 @@ impl ItemsQuery {
                 "properties" => {
                     query.properties = Some((properties(coll, value)?, value.clone()))
                 }
+                WITH_ETAGS => query.with_etags = with_etags(value)?,
                 other => match coll.column_index(other) {
                     Some(ci) if filterable(coll, ci) => query.filters.push((ci, value.clone())),
                     _ => return Err(unknown_parameter(
                         other,
-                        "limit, offset, bbox, bbox-crs, crs, datetime, filter, filter-lang, filter-crs, sortby, properties, f and its properties of simple types",
+                        "limit, offset, bbox, bbox-crs, crs, datetime, filter, filter-lang, filter-crs, sortby, properties, with-etags, f and its properties of simple types",
                     )),
                 },
             }
@@ -206,6 +232,9 @@ impl ItemsQuery {
         }
         if self.crs.uri != crs::CRS84 {
             parts.push(format!("crs={}", percent_encode(&self.crs.uri)));
+        }
+        if self.with_etags {
+            parts.push(format!("{WITH_ETAGS}=true"));
         }
         for (ci, value) in &self.filters {
             parts.push(format!(

@@ -1,5 +1,6 @@
 //! SQL text for reads, built only from catalog identifiers.
 
+use super::params::ETAG_PROPERTY;
 use super::{jsonfg, Encoding};
 use crate::catalog::temporal::Temporal;
 use crate::catalog::{Collection, ColumnType, ScalarType};
@@ -71,35 +72,48 @@ pub fn property_columns(coll: &Collection) -> impl Iterator<Item = usize> + '_ {
         .filter(move |&ci| ci != coll.geometry && (Some(ci) != coll.primary_key || key_too))
 }
 
+/// Which properties a feature is read with.
+#[derive(Clone, Copy, Default)]
+pub struct Shown<'a> {
+    /// Columns left out (`properties=`, or shown elsewhere).
+    pub hidden: &'a [usize],
+    /// `with-etags=true`: the key and the ETag too.
+    pub with_etags: bool,
+}
+
 /// `<feature json>, <etag>, <last modified>` of the row `t`, geometry in `crs`.
 ///
 /// The feature is assembled by PostgreSQL as GeoJSON text; the ETag is the
 /// md5 of the whole stored row, so it changes with any column and does not
 /// depend on the CRS the feature is read in.
-pub fn feature_columns(coll: &Collection, crs: &Crs, hidden: &[usize]) -> String {
+pub fn feature_columns(coll: &Collection, crs: &Crs, shown: Shown<'_>) -> String {
     let geometry = format!(
         "'geometry', ST_AsGeoJSON({}, 15, 0)::json",
         geometry_in(coll, crs)
     );
-    feature_object(coll, &geometry, hidden)
+    feature_object(coll, &geometry, shown)
 }
 
 /// [`feature_columns`] of a feature whose geometry is given by the
-/// `json_build_object` arguments `geometry_members`, its properties all but
-/// the `shown_elsewhere` columns.
-pub fn feature_object(
-    coll: &Collection,
-    geometry_members: &str,
-    shown_elsewhere: &[usize],
-) -> String {
+/// `json_build_object` arguments `geometry_members`, its properties as
+/// `shown` says (its hidden columns are shown elsewhere, or not at all).
+pub fn feature_object(coll: &Collection, geometry_members: &str, shown: Shown<'_>) -> String {
     let id = match coll.primary_key {
         Some(pk) => format!("'id', {}, ", col(coll, pk)),
         None => String::new(),
     };
-    let props: Vec<String> = property_columns(coll)
-        .filter(|ci| !shown_elsewhere.contains(ci))
+    let mut props: Vec<String> = property_columns(coll)
+        .filter(|ci| !shown.hidden.contains(ci))
         .map(|ci| property(coll, ci))
         .collect();
+    if shown.with_etags {
+        // The key as a property (unless it is one), so that a client that
+        // takes its fields from the properties knows each feature's id.
+        if let Some(pk) = coll.primary_key.filter(|_| !coll.client_keys()) {
+            props.push(col(coll, pk));
+        }
+        props.push(format!("md5(t::text) AS {}", quote_ident(ETAG_PROPERTY)));
+    }
     let last_modified = match coll.last_modified {
         // Cast: the column may be a domain over timestamptz.
         Some(ci) => format!("{}::timestamptz", col(coll, ci)),
@@ -133,35 +147,35 @@ fn property(coll: &Collection, ci: usize) -> String {
 
 /// [`feature_columns`] of the feature as `encoding` has it.
 pub fn feature_columns_as(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
-    feature_columns_but(coll, crs, encoding, &[])
+    feature_columns_but(coll, crs, encoding, Shown::default())
 }
 
-/// [`feature_columns_as`] without the `hidden` properties.
+/// [`feature_columns_as`] with the properties `shown` says.
 fn feature_columns_but(
     coll: &Collection,
     crs: &Crs,
     encoding: Encoding,
-    hidden: &[usize],
+    shown: Shown<'_>,
 ) -> String {
     match encoding {
-        Encoding::GeoJson => feature_columns(coll, crs, hidden),
-        Encoding::JsonFg => jsonfg::feature_columns(coll, crs, hidden),
+        Encoding::GeoJson => feature_columns(coll, crs, shown),
+        Encoding::JsonFg => jsonfg::feature_columns(coll, crs, shown),
     }
 }
 
 /// `SELECT <feature columns> FROM <table> AS t`, features as `encoding` has them.
 pub fn select_features(coll: &Collection, crs: &Crs, encoding: Encoding) -> String {
-    select_features_but(coll, crs, encoding, &[])
+    select_features_but(coll, crs, encoding, Shown::default())
 }
 
-/// [`select_features`] without the `hidden` properties.
+/// [`select_features`] with the properties `shown` says.
 pub fn select_features_but(
     coll: &Collection,
     crs: &Crs,
     encoding: Encoding,
-    hidden: &[usize],
+    shown: Shown<'_>,
 ) -> String {
-    let columns = feature_columns_but(coll, crs, encoding, hidden);
+    let columns = feature_columns_but(coll, crs, encoding, shown);
     format!("SELECT {columns} FROM {} AS t", coll.qualified_name())
 }
 

@@ -295,3 +295,48 @@ async fn paging_keeps_the_query_and_bbox_tests_geometries() {
     let r = app.get("/collections/l/items?attrs=1").await;
     assert_eq!(r.status, 400, "json columns cannot be compared: {r:?}");
 }
+
+#[tokio::test]
+async fn with_etags_gives_each_feature_its_key_and_etag_as_properties() {
+    let app = TestApp::new(SETUP).await;
+    // The QGIS plugin's layers: the service's URL carries with-etags=true,
+    // which QGIS takes to /, /api, the collection and every items page.
+    for path in [
+        "/?with-etags=true",
+        "/api?with-etags=true",
+        "/collections/places?with-etags=true",
+    ] {
+        assert_eq!(app.get(path).await.status, 200, "{path}");
+    }
+    let page = app
+        .get("/collections/places/items?limit=10&with-etags=true&kind=odd")
+        .await;
+    assert_eq!(page.status, 200, "{page:?}");
+    let first = &page.body["features"][0];
+    let id = first["id"].as_i64().unwrap();
+    assert_eq!(first["properties"]["id"], id, "{first}");
+    let item = app.get(&format!("/collections/places/items/{id}")).await;
+    let etag = item.headers["etag"].to_str().unwrap().trim_matches('"');
+    assert_eq!(first["properties"]["featurepipe:etag"], etag, "{first}");
+    // The next page keeps it.
+    let next = hrefs(&page.body["links"], "next")[0];
+    assert!(next.contains("with-etags=true"), "{next}");
+    // Without it, neither is a property.
+    let plain = app.get("/collections/places/items?limit=1").await;
+    let props = plain.body["features"][0]["properties"].as_object().unwrap();
+    assert!(
+        !props.contains_key("id") && !props.contains_key("featurepipe:etag"),
+        "{props:?}"
+    );
+    // A single feature takes it (its ETag is its header); a bad value is a 400.
+    let single = app
+        .get(&format!("/collections/places/items/{id}?with-etags=true"))
+        .await;
+    assert_eq!(single.status, 200, "{single:?}");
+    let bad = app.get("/collections/places/items?with-etags=yes").await;
+    assert_eq!(bad.status, 400, "{bad:?}");
+    assert!(
+        bad.body["detail"].as_str().unwrap().contains("with-etags"),
+        "{bad:?}"
+    );
+}
