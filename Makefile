@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-push bench-concurrency build lint fmt openapi screenshots test-qgis image-check
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-push bench-concurrency build lint fmt openapi screenshots test-qgis qgis-plugin image-check
 
 run:
 	scripts/dev.sh
@@ -76,6 +76,11 @@ openapi:
 # /var/cache/featurepipe/qgis-trixie), edits and filters a collection (as root).
 test-qgis:
 	scripts/test-qgis.sh
+
+# The QGIS plugin's ZIP (target/qgis/featurepipe.zip), for QGIS's
+# Plugins > Manage and Install Plugins > Install from ZIP (docs/qgis-plugin.md).
+qgis-plugin:
+	scripts/qgis-plugin.sh
 
 # The Dockerfile built with podman on debootstrapped stand-ins of its base images (cached),
 # run against PostGIS here, then docker-compose.yml with podman-compose (as root).

@@ -2,17 +2,24 @@
 # `make test-qgis` (opt-in, not part of `make test`): real QGIS 3.40, headless,
 # against the service. QGIS runs inside the Debian trixie chroot of
 # scripts/qgis-chroot.sh (made once, cached outside the repo); the service
-# (target/debug/featurepipe, built if missing) and a throwaway PostgreSQL +
+# (target/debug/featurepipe, built first) and a throwaway PostgreSQL +
 # PostGIS cluster run here, and QGIS reaches them over loopback through a
 # logging proxy (tests/qgis/logging_proxy.py) that records every request
-# QGIS sends. tests/qgis/qgis_edits.py drives QGIS's OAPIF provider; this
-# script then checks the tables with psql, and what the proxy saw.
-# Needs root (chroot). FEATUREPIPE_QGIS_KEEP=1 keeps the run's directory.
+# QGIS sends. tests/qgis/qgis_edits.py drives QGIS's OAPIF provider, then
+# tests/qgis/plugin_tests.py the featurepipe plugin (its ZIP installed into
+# a clean profile); this script then checks the tables with psql, and what
+# the proxies saw. Needs root (chroot). FEATUREPIPE_QGIS_KEEP=1 keeps the
+# run's directory; FEATUREPIPE_QGIS_SCREENSHOT=FILE.png saves the plugin's
+# conflict dialog there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pg.sh
 target=${CARGO_TARGET_DIR:-target}
-bin=$target/debug/featurepipe
+# FEATUREPIPE_QGIS_RELEASE=1: the service's release build, for the plugin's
+# measured figures (docs/qgis-plugin.md); the debug build otherwise.
+profile=debug
+[ -n "${FEATUREPIPE_QGIS_RELEASE:-}" ] && profile=release
+bin=$target/$profile/featurepipe
 chroot_root=${FEATUREPIPE_QGIS_CHROOT:-/var/cache/featurepipe/qgis-trixie}
 export FEATUREPIPE_QGIS_CHROOT=$chroot_root
 t0=$(date +%s)
@@ -24,15 +31,13 @@ fi
 ensure_postgis
 scripts/qgis-chroot.sh >/dev/null
 t_chroot=$(date +%s)
-if [ ! -x "$bin" ]; then
-    cargo build --quiet
-fi
+# Built (or found up to date): the plugin's tests need today's service.
+if [ "$profile" = release ]; then cargo build --quiet --release; else cargo build --quiet; fi
 
-svc= proxy= run=
+svc= proxy= run= others=
 cleanup() {
     local rc=$?
-    if [ -n "$proxy" ]; then kill "$proxy" 2>/dev/null || true; wait "$proxy" 2>/dev/null || true; fi
-    if [ -n "$svc" ]; then kill "$svc" 2>/dev/null || true; wait "$svc" 2>/dev/null || true; fi
+    for p in $proxy $svc $others; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
     stop_cluster "$cluster_dir/data"
     rm -rf "$cluster_dir"
     if [ -z "$run" ]; then
@@ -135,26 +140,37 @@ for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$proxy_port/readyz" >/dev/n
 : > "$run/proxy.log"
 echo "test-qgis: service on 127.0.0.1:$listen_port, QGIS's way in (logging proxy) on 127.0.0.1:$proxy_port" >&2
 
-cp tests/qgis/qgis_edits.py "$run/"
+cp tests/qgis/qgis_edits.py tests/qgis/plugin_tests.py tests/qgis/harness.py "$run/"
 # QGIS's profile, network cache and scratch files: the run's own, removed with it.
-mkdir -p "$run/home" "$run/tmp" "$run/runtime"
+mkdir -p "$run/tmp" "$run/runtime"
 chmod 700 "$run/runtime"
+
+# qgis_run SCRIPT NAME ARGS...: tests/qgis/SCRIPT in QGIS, in the chroot, with
+# a clean profile of its own; its output in $run/NAME.out and .err. Sets
+# $qgis_rc and $result (its RESULT line, also in $run/NAME-result.json); a
+# script that printed none stops the test.
+qgis_run() {
+    local script=$1 name=$2
+    shift 2
+    mkdir -p "$run/$name-home"
+    set +e
+    scripts/qgis-chroot.sh run env HOME="$inside/$name-home" TMPDIR="$inside/tmp" XDG_RUNTIME_DIR="$inside/runtime" \
+        python3 "$inside/$script" "$@" > "$run/$name.out" 2> "$run/$name.err"
+    qgis_rc=$?
+    set -e
+    grep -v '^RESULT ' "$run/$name.out" >&2 || true
+    result=$(sed -n 's/^RESULT //p' "$run/$name.out" | tail -n 1)
+    if [ -z "$result" ]; then
+        echo "test-qgis: $script printed no result (exit $qgis_rc); its stderr:" >&2
+        tail -n 40 "$run/$name.err" >&2
+        exit 1
+    fi
+    printf '%s\n' "$result" > "$run/$name-result.json"
+}
 t_qgis=$(date +%s)
-set +e
-scripts/qgis-chroot.sh run env HOME="$inside/home" TMPDIR="$inside/tmp" XDG_RUNTIME_DIR="$inside/runtime" \
-    python3 "$inside/qgis_edits.py" "http://127.0.0.1:$proxy_port" "$inside/proxy.log" "$inside/filters.json" \
-    > "$run/qgis.out" 2> "$run/qgis.err"
-qgis_rc=$?
-set -e
+qgis_run qgis_edits.py qgis "http://127.0.0.1:$proxy_port" "$inside/proxy.log" "$inside/filters.json"
+edits_rc=$qgis_rc edits_result=$result
 t_done=$(date +%s)
-grep -v '^RESULT ' "$run/qgis.out" >&2 || true
-result=$(sed -n 's/^RESULT //p' "$run/qgis.out" | tail -n 1)
-if [ -z "$result" ]; then
-    echo "test-qgis: qgis_edits.py printed no result (exit $qgis_rc); its stderr:" >&2
-    tail -n 40 "$run/qgis.err" >&2
-    exit 1
-fi
-printf '%s\n' "$result" > "$run/result.json"
 
 # psql: what QGIS's writes left in the database (the audit trail, then the table).
 q() { pg_psql "$port" -d qgis -At -c "$1"; }
@@ -195,7 +211,9 @@ check "rows deleted" 50 "$(q "SELECT count(*) FROM audit.pois WHERE op = 'DELETE
 check "rows left (the seed)" "1 seed" "$(q "SELECT count(*) || ' ' || string_agg(name, ',') FROM pois")"
 
 # What QGIS showed, from its result line.
-r() { python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(eval(sys.argv[2], {"r": r}))' "$result" "$1"; }
+# r_of RESULT EXPR: EXPR of a script's RESULT (as `r`); r and pr: of each script's.
+r_of() { python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(eval(sys.argv[2], {"r": r}))' "$1" "$2"; }
+r() { r_of "$edits_result" "$1"; }
 check "QGIS version" 3.40 "$(r 'r["qgis"][:4]')"
 check "QGIS: features read from big" 2500 "$(r 'r.get("big", {}).get("features_read")')"
 check "QGIS: distinct features read from big" 2500 "$(r 'r.get("big", {}).get("distinct_names")')"
@@ -224,7 +242,7 @@ done
 check "requests answered 4xx or 5xx" "[]" "$(python3 -c 'import json,sys; print([(e["status"], e["method"], e["target"], e.get("error", "")[:300]) for e in map(json.loads, open(sys.argv[1])) if e["status"] >= 400])' "$run/proxy.log")"
 
 # A summary of the requests, and what QGIS made of each filter.
-python3 - "$run/result.json" "$run/proxy.log" >&2 <<'PY'
+python3 - "$run/qgis-result.json" "$run/proxy.log" >&2 <<'PY'
 import json, sys, urllib.parse
 r = json.load(open(sys.argv[1]))
 log = [json.loads(l) for l in open(sys.argv[2])]
@@ -246,10 +264,97 @@ for name, f in r.get("filters", {}).items():
 for m in r.get("messages", [])[-10:]:
     print("  QGIS log:", m[:300])
 PY
+# The plugin (clients/qgis/featurepipe), from its ZIP, in a clean QGIS
+# profile (tests/qgis/plugin_tests.py), against a second service with
+# authentication on: an API key in QGIS's authentication database.
+cp "$(scripts/qgis-plugin.sh)" "$run/featurepipe.zip"
+pg_psql "$port" -d qgis >/dev/null <<'SQL'
+CREATE TABLE sites (id serial PRIMARY KEY, name text NOT NULL DEFAULT 'unnamed', kind text DEFAULT 'other',
+                    height float8 CHECK (height >= 0), label text GENERATED ALWAYS AS (upper(name)) STORED,
+                    geom geometry(Point, 4326));
+INSERT INTO sites (name, kind, height, geom) VALUES ('seed', 'seed', 1.5, 'SRID=4326;POINT(0 0)');
+CREATE SCHEMA audit_sites;
+CREATE TABLE audit_sites.log (seq bigserial PRIMARY KEY, op text NOT NULL, id int, name text, kind text, height float8,
+                              x float8, y float8);
+CREATE FUNCTION audit_sites.log() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- A row as written (NEW), or as deleted (OLD).
+    INSERT INTO audit_sites.log (op, id, name, kind, height, x, y)
+         SELECT TG_OP, r.id, r.name, r.kind, r.height, ST_X(r.geom), ST_Y(r.geom)
+           FROM (SELECT (CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END).*) AS r;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER log AFTER INSERT OR UPDATE OR DELETE ON sites FOR EACH ROW EXECUTE FUNCTION audit_sites.log();
+CREATE TABLE loaded (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
+CREATE TABLE pushed (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
+SQL
+python3 - "$run/points.geojson" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    f.write('{"type":"FeatureCollection","features":[')
+    f.write(",".join(json.dumps({"type": "Feature", "properties": {"name": f"pt {i}", "n": i},
+                                 "geometry": {"type": "Point", "coordinates": [-10 + (i % 500) * 0.04, 35 + (i // 500) * 0.05]}})
+                     for i in range(100000)))
+    f.write("]}")
+PY
+made=$("$bin" api-key qgis --scope 'read:* write:*' 2>/dev/null)
+key=$(printf '%s\n' "$made" | sed -n 2p)
+printf '%s\n' "$made" | sed -n '/^\[api_keys/,$p' > "$run/auth.toml"
+auth_port=$(free_port)
+DATABASE_URL="postgres://postgres@127.0.0.1:$port/qgis" FEATUREPIPE_LISTEN=127.0.0.1:$auth_port \
+    FEATUREPIPE_CONFIG=$run/auth.toml RUST_LOG=featurepipe=info,warn "$bin" serve > "$run/auth-service.log" 2>&1 &
+others="$others $!"
+for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$auth_port/readyz" >/dev/null && break; sleep 0.1; done
+: > "$run/plugin-proxy.log"
+plugin_port=$(free_port) slow_port=$(free_port)
+python3 tests/qgis/logging_proxy.py "$plugin_port" "$auth_port" "$run/plugin-proxy.log" 0 "$run/control" 2> "$run/plugin-proxy.err" &
+others="$others $!"
+python3 tests/qgis/logging_proxy.py "$slow_port" "$auth_port" "$run/plugin-proxy.log" 50 "$run/control" 2> "$run/slow-proxy.err" &
+others="$others $!"
+for p in $plugin_port $slow_port; do
+    for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$p/readyz" >/dev/null && break; sleep 0.1; done
+done
+: > "$run/plugin-proxy.log"
+shot=${FEATUREPIPE_QGIS_SCREENSHOT:+$inside/conflict.png}
+qgis_run plugin_tests.py plugin "$inside/featurepipe.zip" "http://127.0.0.1:$plugin_port" \
+    "http://127.0.0.1:$slow_port" "$inside/plugin-proxy.log" "$inside/control" "$key" \
+    "http://127.0.0.1:$auth_port" "$inside/points.geojson" $shot
+plugin_rc=$qgis_rc presult=$result
+if [ -n "$shot" ] && [ -f "$run/conflict.png" ]; then
+    cp "$run/conflict.png" "$FEATUREPIPE_QGIS_SCREENSHOT"
+fi
+# `featurepipe push` of the same file, beside the Processing algorithm's load.
+t_push0=$(date +%s.%N)
+"$bin" push "$run/points.geojson" --collection pushed --url "http://127.0.0.1:$auth_port" --api-key "$key" > "$run/push.out" 2>&1
+t_push1=$(date +%s.%N)
+push_s=$(python3 -c "print(round($t_push1 - $t_push0, 3))")
+pr() { r_of "$presult" "$1"; }
+check "plugin: failures it saw" "[]" "$(pr 'r["failures"]')"
+check "plugin: rows inserted (1,000 + 1 fixed + 1 written once)" 1002 "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT'")"
+check "plugin: rows deleted in one request (all but the seed)" "1002 1 seed" \
+    "$(q "SELECT (SELECT count(*) FROM audit_sites.log WHERE op = 'DELETE') || ' ' || count(*) || ' ' || string_agg(name, ',') FROM sites")"
+w="FROM audit_sites.log WHERE op"
+check "plugin: empty names -> their default" 100 "$(q "SELECT count(*) $w = 'INSERT' AND name = 'unnamed'")"
+check "plugin: empty kinds -> their default (as inserted)" 334 \
+    "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT' AND kind = 'other' AND name NOT IN ('too low', 'written once')")"
+check "plugin: kinds changed" 1000 "$(q "SELECT count(DISTINCT id) $w = 'UPDATE' AND kind = 'changed'")"
+check "plugin: the second client's change kept, QGIS's of it never written (the conflict)" "1 0" \
+    "$(q "SELECT (SELECT count(*) $w = 'UPDATE' AND name = 'theirs') || ' ' || (SELECT count(*) $w = 'UPDATE' AND name = 'mine')")"
+check "plugin: the other edit of the conflict, saved after the reload" 1 "$(q "SELECT count(*) $w = 'UPDATE' AND name = 'mine too'")"
+check "plugin: the refused session wrote nothing, its fix all of it, once" "1 1" \
+    "$(q "SELECT (SELECT count(*) $w = 'UPDATE' AND name = 'should wait') || ' ' || (SELECT count(*) $w = 'INSERT' AND name = 'too low')")"
+check "plugin: the fixed feature" "5" "$(q "SELECT height $w = 'INSERT' AND name = 'too low'")"
+check "plugin: the feature whose answer was lost, written once" 1 "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT' AND name = 'written once'")"
+check "plugin: the moved feature" 1 "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'UPDATE' AND x = -3.5 AND y = 40.25")"
+check "plugin: the Processing load" 100000 "$(q "SELECT count(*) FROM loaded")"
+check "plugin: push of the same file" 100000 "$(q "SELECT count(*) FROM pushed")"
+load_s=$(pr 'r.get("load", {}).get("seconds")')
+echo "test-qgis: plugin: add $(pr 'r.get("add", {}).get("seconds")') s, change $(pr 'r.get("change", {}).get("seconds")') s (1,000 features, 50 ms away, one request each); load of 100,000 points $load_s s, push $push_s s" >&2
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(f"  {k}: {json.dumps(v)[:400]}") for k, v in r.items() if k not in ("messages",)]' "$run/plugin-result.json" >&2
 cat "$checks" >&2
 echo "test-qgis: chroot ready in $((t_chroot - t0)) s, QGIS ran $((t_done - t_qgis)) s, $(($(date +%s) - t0)) s in all" >&2
-if grep -q '^FAIL' "$checks" || [ "$qgis_rc" -ne 0 ]; then
-    echo "test-qgis: FAILED ($(grep -c '^FAIL' "$checks") checks failed, qgis_edits.py exited $qgis_rc)" >&2
+if grep -q '^FAIL' "$checks" || [ "$edits_rc" -ne 0 ] || [ "$plugin_rc" -ne 0 ]; then
+    echo "test-qgis: FAILED ($(grep -c '^FAIL' "$checks") checks failed, qgis_edits.py exited $edits_rc, plugin_tests.py $plugin_rc)" >&2
     exit 1
 fi
 echo "test-qgis: passed ($(grep -c '^ok' "$checks") checks)" >&2

@@ -14,6 +14,7 @@ request's route, not its query string, and what QGIS puts in `filter=`,
 import http.client
 import http.server
 import json
+import os
 import sys
 import threading
 import time
@@ -24,6 +25,12 @@ HOP_BY_HOP = {
 }
 
 listen_port, upstream_port, log_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+# Optional: RTT_MS, a round trip added to each request and to each new
+# connection (the client that far away); CONTROL, a file whose content
+# `drop-answer` makes the next POST /transactions be forwarded and its
+# answer dropped (the connection closed instead), once.
+rtt = (int(sys.argv[4]) if len(sys.argv) > 4 else 0) / 1000.0
+control = sys.argv[5] if len(sys.argv) > 5 else None
 log_lock = threading.Lock()
 log_file = open(log_path, "a", buffering=1, encoding="utf-8")
 seq = 0
@@ -35,8 +42,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # the JSON log replaces http.server's
         pass
 
+    def setup(self):
+        super().setup()
+        time.sleep(rtt)  # TCP's handshake
+
+    def drop_this_answer(self):
+        if not control or self.command != "POST" or not self.path.startswith("/transactions"):
+            return False
+        try:
+            with open(control, encoding="utf-8") as f:
+                wanted = f.read().strip() == "drop-answer"
+        except FileNotFoundError:
+            return False
+        if wanted:
+            os.remove(control)
+        return wanted
+
     def forward(self):
         start = time.monotonic()
+        time.sleep(rtt)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
@@ -53,6 +77,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         finally:
             conn.close()
+        if self.drop_this_answer():
+            self.close_connection = True
+            self.record(start, 0, length, 0, None, "answer dropped by the proxy",
+                        request_body=body[:2000].decode("utf-8", "replace") if body else None)
+            return
         self.send_response_only(resp.status, resp.reason)
         for k, v in resp.getheaders():
             if k.lower() not in HOP_BY_HOP:
@@ -69,7 +98,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if resp.status >= 400:
             error = data[:2000].decode("utf-8", "replace")
         self.record(start, resp.status, length, len(data), resp.getheader("Location"), error,
-                    body[:2000].decode("utf-8", "replace") if body and resp.status >= 400 else None)
+                    body[:2000].decode("utf-8", "replace") if body and (resp.status >= 400 or self.command == "POST") else None)
 
     def record(self, start, status, sent, received, location, error=None, request_body=None):
         global seq
@@ -84,6 +113,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 entry["error"] = error
             if request_body:
                 entry["request_body"] = request_body
+            # The headers the plugin's tests check (never credentials' values).
+            sent_headers = {k.lower(): v for k, v in self.headers.items()
+                            if k.lower() in ("prefer", "idempotency-key", "content-crs", "content-type")}
+            if sent_headers:
+                entry["headers"] = sent_headers
+            if "authorization" in {k.lower() for k in self.headers.keys()} or "x-api-key" in {k.lower() for k in self.headers.keys()}:
+                entry["credentials"] = True
             log_file.write(json.dumps(entry) + "\n")
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = forward

@@ -38,6 +38,8 @@ from qgis.core import (
 )
 from qgis.PyQt.QtCore import QDate, QVariant
 
+from harness import ProxyLog, check, failures
+
 base_url, proxy_log, filters_path = sys.argv[1], sys.argv[2], sys.argv[3]
 ADDED = 50
 MOVED = 7  # the feature "qgis 7" is moved
@@ -53,23 +55,8 @@ result = {
     "qgis": Qgis.version(),
     "oapif_provider": "OAPIF" in QgsProviderRegistry.instance().providerList(),
 }
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def log_lines():
-    with open(proxy_log, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def mark():
-    return len(log_lines())
+log = ProxyLog(proxy_log)
+mark, since = log.mark, log.since
 
 
 def route(entry):
@@ -77,11 +64,6 @@ def route(entry):
     path = entry["target"].split("?", 1)[0]
     path = re.sub(r"/items/[^/]+$", "/items/{id}", path)
     return f'{entry["method"]} {path}'
-
-
-def since(start):
-    """The requests the proxy saw since mark() returned start."""
-    return log_lines()[start:]
 
 
 def summary(entries):

@@ -1,0 +1,191 @@
+"""Processing: load any layer's features into a featurepipe collection
+through its bulk POST, in large batches, several at once, resumably.
+
+Each batch is a FeatureCollection (in CRS84, as featurepipe reads it by
+default) POSTed under an Idempotency-Key that is
+the SHA-256 of the collection, the mode, the run's name and the batch's
+bytes: running the algorithm again on the same input (after a cancel, a
+lost connection or a fix) writes only the batches not yet written; the
+service replays the others' answers, as with `featurepipe push`.
+"""
+import hashlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from qgis.core import (
+    QgsFeatureRequest,
+    QgsJsonExporter,
+    QgsProcessing,
+    QgsProcessingAlgorithm,
+    QgsProcessingException,
+    QgsProcessingParameterAuthConfig,
+    QgsProcessingParameterEnum,
+    QgsProcessingParameterFeatureSource,
+    QgsProcessingParameterNumber,
+    QgsProcessingParameterString,
+    QgsProcessingOutputNumber,
+)
+
+from .client import Client
+from .edits import Schema
+
+MODES = ["atomic", "batch", "skip"]
+# About what one request carries (featurepipe push's default).
+BATCH_BYTES = 2 << 20
+FIRST_BATCH = 2000
+
+
+class Encoder:
+    """Features as a FeatureCollection's bytes, in CRS84 (featurepipe's
+    default), with the fields `sent` (by index), by QGIS's own GeoJSON
+    writer. One per thread: QgsJsonExporter releases Python's lock while
+    it writes, so batches are encoded on the sending threads, in parallel,
+    while the algorithm's thread reads the next."""
+
+    def __init__(self, sent, crs):
+        self.sent, self.crs = sent, crs
+        self.local = threading.local()
+
+    def __call__(self, features):
+        exporter = getattr(self.local, "exporter", None)
+        if exporter is None:
+            exporter = QgsJsonExporter()
+            exporter.setPrecision(15)
+            exporter.setAttributes(self.sent)
+            exporter.setSourceCrs(self.crs)
+            exporter.setTransformGeometries(self.crs.isValid() and self.crs.authid() not in ("EPSG:4326", "OGC:CRS84"))
+            self.local.exporter = exporter
+        return exporter.exportFeatures(features).encode("utf-8")
+
+
+def batch_key(collection, mode, run, body):
+    """The Idempotency-Key of a batch: the same input makes the same keys."""
+    digest = hashlib.sha256()
+    for part in (collection, mode, run):
+        digest.update(part.encode("utf-8") + b"\0")
+    digest.update(body)
+    return "qgis-load-" + digest.hexdigest()
+
+
+class LoadIntoCollection(QgsProcessingAlgorithm):
+    """Load a layer into a featurepipe collection."""
+
+    INPUT, URL, AUTH, COLLECTION, MODE, RUN, JOBS = "INPUT", "URL", "AUTH", "COLLECTION", "MODE", "RUN", "JOBS"
+
+    def name(self):
+        return "load"
+
+    def displayName(self):  # noqa: N802 (QGIS's names)
+        return "Load a layer into a collection"
+
+    def shortHelpString(self):  # noqa: N802
+        return ("Writes every feature of the input into a featurepipe collection through its bulk POST, "
+                "in batches of about 2 MiB, several at once. Each batch has an Idempotency-Key made from its "
+                "content: run the algorithm again on the same input (and run name) to finish a load that was "
+                "cancelled or cut off: batches already written are not written again. Read-only fields and "
+                "fields the collection does not have are not sent.")
+
+    def createInstance(self):  # noqa: N802
+        return LoadIntoCollection()
+
+    def initAlgorithm(self, config=None):  # noqa: N802
+        self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Input layer",
+                                                              [QgsProcessing.TypeVector]))
+        self.addParameter(QgsProcessingParameterString(self.URL, "featurepipe service URL",
+                                                       "http://127.0.0.1:8080"))
+        self.addParameter(QgsProcessingParameterAuthConfig(self.AUTH, "Credentials", optional=True))
+        self.addParameter(QgsProcessingParameterString(self.COLLECTION, "Collection"))
+        self.addParameter(QgsProcessingParameterEnum(self.MODE, "Mode of each batch", MODES, defaultValue=0))
+        self.addParameter(QgsProcessingParameterString(self.RUN, "Run name (a new load of data loaded before)",
+                                                       "", optional=True))
+        self.addParameter(QgsProcessingParameterNumber(self.JOBS, "Batches sent at once", minValue=1,
+                                                       maxValue=16, defaultValue=4))
+        self.addOutput(QgsProcessingOutputNumber("WRITTEN", "Features written"))
+        self.addOutput(QgsProcessingOutputNumber("REPLAYED", "Features an earlier run had written"))
+
+    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+        source = self.parameterAsSource(parameters, self.INPUT, context)
+        url = self.parameterAsString(parameters, self.URL, context)
+        authcfg = self.parameterAsString(parameters, self.AUTH, context)
+        collection = self.parameterAsString(parameters, self.COLLECTION, context)
+        mode = MODES[self.parameterAsEnum(parameters, self.MODE, context)]
+        run = self.parameterAsString(parameters, self.RUN, context)
+        jobs = self.parameterAsInt(parameters, self.JOBS, context)
+        client = Client(url, authcfg)
+        schema = self.schema(client, collection)
+        fields = source.fields()
+        sent = [i for i, f in enumerate(fields) if f.name() in schema.known and f.name() not in schema.read_only]
+        encode = Encoder(sent, source.sourceCrs())
+        total = source.featureCount() or 0
+        path = f"/collections/{collection}/items?mode={mode}"
+        totals = {"written": 0, "replayed": 0, "failed": 0, "sent": 0}
+        problems = []
+
+        def send(features):
+            body = encode(features)
+            answer, _ = client.post_keyed(path, body, {"Content-Type": "application/geo+json"},
+                                          key=batch_key(collection, mode, run, body))
+            return answer, len(features), len(body)
+
+        def settle(future):
+            answer, count, size = future.result()
+            # Batches of about BATCH_BYTES, whatever the features' size.
+            sizing[0] = max(1, int(count * BATCH_BYTES / max(size, 1)))
+            document = answer.json() or {}
+            replayed = answer.headers.get("idempotent-replayed", "") == "true"
+            if answer.status == 201:
+                totals["replayed" if replayed else "written"] += count
+            elif answer.status == 200:
+                written = document.get("written", 0)
+                totals["replayed" if replayed else "written"] += written
+                totals["failed"] += count - written
+                problems.extend(e.get("error", {}).get("message", "") for e in document.get("results", [])
+                                if e.get("error"))
+            else:
+                totals["failed"] += count
+                detail = document.get("detail") or answer.error or f"HTTP {answer.status}"
+                problems.append(detail)
+                for e in document.get("errors", [])[:5]:
+                    problems.append(f"  {e.get('pointer', '')}: {e.get('message', '')}")
+                if answer.status in (401, 403, 404, 413, 415):
+                    raise QgsProcessingException(f"the service refused the batch: {detail}")
+            totals["sent"] += count
+            if total:
+                feedback.setProgress(100.0 * totals["sent"] / total)
+
+        batch, sizing = [], [FIRST_BATCH]
+        in_flight = []
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            request = QgsFeatureRequest().setSubsetOfAttributes(sent)
+            for feature in source.getFeatures(request):
+                if feedback.isCanceled():
+                    break
+                batch.append(feature)
+                if len(batch) >= sizing[0]:
+                    in_flight.append(pool.submit(send, batch))
+                    batch = []
+                    while len(in_flight) > jobs:
+                        settle(in_flight.pop(0))
+            if batch and not feedback.isCanceled():
+                in_flight.append(pool.submit(send, batch))
+            for future in in_flight:
+                settle(future)
+        for line in problems[:20]:
+            feedback.reportError(line)
+        feedback.pushInfo(f"{totals['written']} feature(s) written, {totals['replayed']} written by an earlier "
+                          f"run, {totals['failed']} not written")
+        if feedback.isCanceled():
+            feedback.pushInfo("cancelled: run it again on the same input to load the rest")
+        elif totals["failed"]:
+            raise QgsProcessingException(f"{totals['failed']} feature(s) not written: fix them and run the "
+                                         "algorithm again (batches already written are not written again)")
+        return {"WRITTEN": totals["written"], "REPLAYED": totals["replayed"]}
+
+    @staticmethod
+    def schema(client, collection):
+        answer = client.get(f"/collections/{collection}/schema")
+        if answer.status != 200:
+            detail = (answer.json() or {}).get("detail") or answer.error or f"HTTP {answer.status}"
+            raise QgsProcessingException(f"collection '{collection}': {detail}")
+        return Schema(answer.json())
+

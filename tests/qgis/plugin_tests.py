@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""The featurepipe QGIS plugin in real QGIS 3.40, headless.
+
+Run by scripts/test-qgis.sh inside the Debian trixie chroot, with a clean
+QGIS profile ($HOME is the run's own):
+
+    plugin_tests.py PLUGIN_ZIP URL SLOW_URL PROXY_LOG CONTROL API_KEY DIRECT_URL GEOJSON [SCREENSHOT]
+
+URL is a logging proxy in front of a featurepipe service with
+authentication on (API_KEY may write); SLOW_URL the same service 50 ms
+away (a proxy that holds each request and each new connection one round
+trip); PROXY_LOG their log (one JSON line per request); CONTROL a file the
+proxy reads (`drop-answer` makes it forward the next POST /transactions and
+drop its answer); DIRECT_URL the service itself, as a second client
+that edits behind QGIS's back; GEOJSON 100,000 points for the Processing
+algorithm. The plugin is installed from its ZIP into the profile, loaded as
+QGIS loads plugins, and driven through Save Layer Edits (commitChanges())
+and its own functions. The shell script checks the tables with psql. The
+last line of stdout is `RESULT {json}`.
+"""
+import json
+import os
+import sys
+import time
+import traceback
+import urllib.request
+import zipfile
+
+from qgis.core import (
+    Qgis,
+    QgsApplication,
+    QgsFeature,
+    QgsGeometry,
+    QgsPointXY,
+    QgsProject,
+    QgsVectorLayer,
+)
+
+from harness import ProxyLog, check, failures
+
+plugin_zip, url, slow_url, proxy_log, control, api_key, direct_url, geojson = sys.argv[1:9]
+screenshot = sys.argv[9] if len(sys.argv) > 9 else ""
+
+app = QgsApplication([], True)
+app.initQgis()
+result = {"qgis": Qgis.version()}
+log = ProxyLog(proxy_log)
+mark, since = log.mark, log.since
+
+
+def direct(method, path, body=None, headers=None):
+    """A second client, straight to the service: (status, headers, JSON)."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(direct_url + path, data=data, method=method,
+                                     headers={"X-API-Key": api_key, "Content-Type": "application/json",
+                                              **(headers or {})})
+    try:
+        with urllib.request.urlopen(request) as r:
+            return r.status, dict(r.headers), json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), json.loads(e.read() or b"null")
+
+
+# 1. Install the ZIP into the clean profile, and load it as QGIS does.
+from qgis.PyQt.QtWidgets import QMainWindow  # noqa: E402
+from qgis.gui import QgsMessageBar  # noqa: E402
+import qgis.utils  # noqa: E402
+
+plugins_dir = os.path.join(QgsApplication.qgisSettingsDirPath(), "python", "plugins")
+os.makedirs(plugins_dir, exist_ok=True)
+check(not os.path.exists(os.path.join(plugins_dir, "featurepipe")), "the profile is clean")
+with zipfile.ZipFile(plugin_zip) as z:
+    z.extractall(plugins_dir)
+sys.path.insert(0, plugins_dir)
+sys.path.insert(0, "/usr/share/qgis/python/plugins")  # Processing
+qgis.utils.plugin_paths = [plugins_dir]
+qgis.utils.updateAvailablePlugins()
+result["plugin_metadata"] = {k: qgis.utils.pluginMetadata("featurepipe", k)
+                             for k in ("name", "version", "qgisMinimumVersion")}
+check(result["plugin_metadata"]["name"] == "featurepipe", "the ZIP's metadata names the plugin")
+
+
+class Iface:
+    """What the plugin asks of QGIS's interface, headless."""
+
+    def __init__(self):
+        self.window = QMainWindow()
+        self.bar = QgsMessageBar()
+        self.menus = []
+        self.messages = []
+        self.bar.widgetAdded.connect(lambda item: self.messages.append(item.text()))
+
+    def mainWindow(self):  # noqa: N802
+        return self.window
+
+    def mapCanvas(self):  # noqa: N802 (Processing asks for it)
+        return None
+
+    def messageBar(self):  # noqa: N802
+        return self.bar
+
+    def addPluginToWebMenu(self, menu, action):  # noqa: N802
+        self.menus.append(action.text())
+
+    def removePluginWebMenu(self, menu, action):  # noqa: N802
+        self.menus.remove(action.text())
+
+
+iface = Iface()
+qgis.utils.iface = iface
+import processing  # noqa: E402
+from processing.core.Processing import Processing  # noqa: E402
+
+Processing.initialize()
+check(qgis.utils.loadPlugin("featurepipe"), "QGIS loads the plugin")
+check(qgis.utils.startPlugin("featurepipe"), "QGIS starts the plugin")
+plugin = qgis.utils.plugins.get("featurepipe")
+result["menu"] = iface.menus
+check(QgsApplication.processingRegistry().algorithmById("featurepipe:load") is not None,
+      "the Processing algorithm is registered")
+
+from featurepipe import connections, edits  # noqa: E402
+
+saver = plugin.saver
+# Conflict dialogs and problem messages are the GUI's; here the outcomes are read.
+shown = []
+saver.on_outcome = lambda layer, outcome: shown.append(outcome)
+
+
+def commit(layer):
+    """Save Layer Edits, as the toolbar's button does: (ok, seconds, outcome)."""
+    t = time.monotonic()
+    ok = layer.commitChanges()
+    secs = round(time.monotonic() - t, 3)
+    QgsApplication.processEvents()
+    saver.finish_all()
+    return ok, secs, saver.outcomes.get(layer.id())
+
+
+def requests_of(entries):
+    return [f'{e["method"]} {e["target"].split("?")[0]} {e["status"]}' for e in entries]
+
+
+def features_by_key(layer, key="id"):
+    return {f[key]: f for f in layer.getFeatures()}
+
+
+def run():
+    # 2. Connect: the key in QGIS's authentication database, the collections listed.
+    manager = QgsApplication.authManager()
+    check(manager.setMasterPassword("featurepipe-test", True), "the auth database's master password is set")
+    authcfg = connections.store_credentials("test", api_key=api_key)
+    check(bool(authcfg), "the API key is stored in QGIS's authentication database")
+    listed = dict(connections.collections(url, authcfg))
+    result["collections"] = sorted(listed)
+    check("sites" in listed, "the service's collections are listed with the stored key")
+    try:
+        connections.collections(url, "")
+        denied = False
+    except RuntimeError as e:
+        denied = "401" in str(e) or "credential" in str(e).lower()
+    check(denied, "without the key the service refuses (401)")
+    connections.save("test", url, authcfg)
+    check(connections.saved().get("test") == (url, authcfg), "the connection is remembered")
+
+    layer = connections.layer(slow_url, "sites", authcfg)
+    check(layer.isValid(), "the collection opens as a layer")
+    QgsProject.instance().addMapLayer(layer)
+    check(layer.id() in saver.watched, "the plugin watches the featurepipe layer")
+    fields = layer.fields()
+    result["fields"] = fields.names()
+    check("label" in fields.names(), "QGIS shows the generated column (read-only)")
+
+    # 3. 1,000 points added, 50 ms from the service: one request.
+    layer.startEditing()
+    added = []
+    for i in range(1000):
+        f = QgsFeature(fields)
+        f.setAttribute("name", None if i % 10 == 0 else f"p{i}")
+        f.setAttribute("kind", None if i % 3 == 0 else "shop")
+        f.setAttribute("height", float(i))
+        f.setAttribute("label", "never sent")
+        f.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(5 + i * 0.001, 50 + i * 0.001)))
+        added.append(f)
+    layer.addFeatures(added)
+    start = mark()
+    ok, secs, outcome = commit(layer)
+    sent = since(start)
+    ids = sorted(outcome.new_ids.values()) if outcome else []
+    result["add"] = {"ok": ok, "seconds": secs, "requests": requests_of(sent), "kind": outcome and outcome.kind,
+                     "ids": len(ids), "distinct": len(set(ids)), "timing": outcome and outcome.timing}
+    check(ok and outcome.kind == "saved", f"add: saved ({outcome})")
+    check(requests_of(sent) == ["POST /transactions 200"], f"add: one request ({requests_of(sent)})")
+    check(secs <= 0.5, f"add: 1,000 points saved in {secs} s 50 ms away")
+    check(len(set(ids)) == 1000, "add: 1,000 new keys in the answer")
+    body = sent[0].get("request_body", "") if sent else ""
+    check('"label"' not in body and '"featurepipe:etag"' not in body, "add: read-only fields are not sent")
+    result["add"]["headers"] = sent[0].get("headers", {}) if sent else {}
+    check("idempotency-key" in result["add"]["headers"], "add: sent with an Idempotency-Key")
+    check(result["add"]["headers"].get("content-crs") == f"<{edits.CRS84}>", "add: Content-Crs says CRS84")
+    # What QGIS shows now: the saved features, with the keys of the answer.
+    start = mark()
+    now = features_by_key(layer)
+    reread = since(start)
+    mine = {k: f for k, f in now.items() if f["name"] != "seed"}
+    result["add"]["shown"] = len(mine)
+    result["add"]["reread"] = requests_of(reread)
+    check(sorted(mine) == ids, "add: QGIS shows the saved features with the answer's keys")
+    check(sum(1 for f in mine.values() if f["name"] == "unnamed") == 100, "add: empty names got their default")
+    check(all(r.startswith("GET /collections/sites/items ") for r in requests_of(reread)),
+          f"add: QGIS reads the layer's pages again, not each feature ({requests_of(reread)[:5]})")
+
+    # 4. 1,000 changed (attributes, and one geometry): one request.
+    layer.startEditing()
+    kind = fields.indexOf("kind")
+    for f in mine.values():
+        layer.changeAttributeValue(f.id(), kind, "changed")
+    moved = mine[ids[7]]
+    layer.changeGeometry(moved.id(), QgsGeometry.fromPointXY(QgsPointXY(-3.5, 40.25)))
+    start = mark()
+    ok, secs, outcome = commit(layer)
+    sent = since(start)
+    result["change"] = {"ok": ok, "seconds": secs, "requests": requests_of(sent), "kind": outcome.kind,
+                        "timing": outcome.timing}
+    check(ok and outcome.kind == "saved", f"change: saved ({outcome})")
+    check(requests_of(sent) == ["POST /transactions 200"], f"change: one request ({requests_of(sent)})")
+    check(secs <= 0.5, f"change: 1,000 features saved in {secs} s 50 ms away")
+    check("label" not in (sent[0].get("request_body", "") if sent else "label"), "change: read-only fields never sent")
+    now = features_by_key(layer)
+    check(sum(1 for k in ids if now[k]["kind"] == "changed") == 1000, "change: QGIS shows every kind changed")
+    got = now[ids[7]].geometry().asPoint()
+    result["change"]["moved_to"] = [got.x(), got.y()]
+
+    # 5. A second client changes a feature; QGIS changes it and another: 412, nothing written.
+    victim, other = now[ids[1]], now[ids[2]]
+    status, _, _ = direct("PATCH", f"/collections/sites/items/{ids[1]}",
+                          {"properties": {"name": "theirs"}}, {"Content-Type": "application/merge-patch+json"})
+    check(status in (200, 204), f"conflict: the second client's PATCH ({status})")
+    layer.startEditing()
+    name = fields.indexOf("name")
+    layer.changeAttributeValue(victim.id(), name, "mine")
+    layer.changeAttributeValue(other.id(), name, "mine too")
+    start = mark()
+    ok, secs, outcome = commit(layer)
+    sent = since(start)
+    result["conflict"] = {"kind": outcome.kind, "requests": requests_of(sent),
+                          "conflicts": [(c.key, (c.current or {}).get("properties", {}).get("name"))
+                                        for c in outcome.conflicts],
+                          "kept": layer.isEditable() and layer.isModified()}
+    check(outcome.kind == "conflict", f"conflict: a 412 ({outcome})")
+    check(result["conflict"]["conflicts"] == [(ids[1], "theirs")], "conflict: it names the feature, with their version")
+    check(result["conflict"]["kept"], "conflict: the edits are kept")
+    if screenshot:
+        from featurepipe.plugin import ConflictDialog
+
+        dialog = ConflictDialog(layer, outcome, saver, iface.mainWindow())
+        dialog.resize(640, 300)
+        dialog.show()
+        QgsApplication.processEvents()
+        dialog.grab().save(screenshot)
+        dialog.close()
+    saver.reload_conflicting(layer, outcome)
+    now = features_by_key(layer)
+    check(now[ids[1]]["name"] == "theirs", "conflict: reloaded, QGIS shows their version")
+    pending = layer.editBuffer().changedAttributeValues() if layer.isEditable() else {}
+    check(any(v.get(name) == "mine too" for v in pending.values()), "conflict: the other edit is still to save")
+    ok, secs, outcome = commit(layer)
+    check(ok and outcome.kind == "saved", f"conflict: the rest saved after the reload ({outcome})")
+
+    # 6. A 422: a negative height (a CHECK) and a changed feature: nothing written, edits kept.
+    now = features_by_key(layer)
+    layer.startEditing()
+    bad = QgsFeature(fields)
+    bad.setAttribute("name", "too low")
+    bad.setAttribute("height", -5.0)
+    bad.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(1, 1)))
+    layer.addFeature(bad)
+    layer.changeAttributeValue(now[ids[3]].id(), name, "should wait")
+    ok, secs, outcome = commit(layer)
+    result["invalid"] = {"kind": outcome.kind, "problems": [p.as_dict() for p in outcome.problems]}
+    check(outcome.kind == "invalid", f"invalid: refused ({outcome})")
+    problem = outcome.problems[0] if outcome.problems else None
+    check(problem is not None and problem.field == "height", "invalid: the problem is at the field height")
+    at = layer.getFeature(problem.fid) if problem and problem.fid is not None else None
+    check(at is not None and at.isValid() and at["name"] == "too low", "invalid: and at the feature, in the kept buffer")
+    check(layer.isModified(), "invalid: the edits are kept")
+    if at is not None and at.isValid():
+        layer.changeAttributeValue(at.id(), fields.indexOf("height"), 5.0)
+    ok, secs, outcome = commit(layer)
+    check(ok and outcome.kind == "saved", f"invalid: fixed, then saved ({outcome})")
+
+    # 7. The answer lost after the commit: sent again with the same key, written once.
+    layer.startEditing()
+    once = QgsFeature(fields)
+    once.setAttribute("name", "written once")
+    once.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(2, 2)))
+    layer.addFeature(once)
+    with open(control, "w") as c:
+        c.write("drop-answer")
+    start = mark()
+    ok, secs, outcome = commit(layer)
+    sent = since(start)
+    keys = [e.get("headers", {}).get("idempotency-key") for e in sent]
+    result["lost"] = {"kind": outcome.kind, "requests": requests_of(sent), "retries": getattr(outcome, "retries", 0)}
+    check(outcome.kind == "saved", f"lost: saved after a retry ({outcome})")
+    check(len(sent) >= 2 and len(set(keys)) == 1, f"lost: sent again with the same Idempotency-Key ({keys})")
+
+    # 8. Every feature but the seed deleted, 50 ms from the service: one request.
+    slow = connections.layer(slow_url, "sites", authcfg, "sites (again)")
+    QgsProject.instance().addMapLayer(slow)
+    doomed = [f.id() for f in slow.getFeatures() if f["name"] != "seed"]
+    slow.startEditing()
+    slow.deleteFeatures(doomed)
+    start = mark()
+    ok, secs, outcome = commit(slow)
+    sent = since(start)
+    result["delete"] = {"ok": ok, "seconds": secs, "requests": requests_of(sent), "kind": outcome.kind,
+                        "deleted": len(doomed), "shown_after": slow.featureCount(), "timing": outcome.timing}
+    check(ok and outcome.kind == "saved", f"delete: saved ({outcome})")
+    check(requests_of(sent) == ["POST /transactions 200"], f"delete: one request ({requests_of(sent)})")
+    check(len(list(slow.getFeatures())) == 1, "delete: QGIS shows the seed alone")
+
+    # 9. Processing: 100,000 points into a collection, then again (nothing written twice).
+    source = QgsVectorLayer(geojson, "points", "ogr")
+    check(source.isValid() and source.featureCount() == 100000, "load: the 100,000-point file opens")
+    params = {"INPUT": source, "URL": direct_url, "AUTH": authcfg, "COLLECTION": "loaded", "MODE": 0}
+    t = time.monotonic()
+    first = processing.run("featurepipe:load", params)
+    result["load"] = {"seconds": round(time.monotonic() - t, 3), "written": first["WRITTEN"]}
+    t = time.monotonic()
+    again = processing.run("featurepipe:load", params)
+    result["load"]["again_seconds"] = round(time.monotonic() - t, 3)
+    result["load"]["again_written"], result["load"]["again_replayed"] = again["WRITTEN"], again["REPLAYED"]
+    check(first["WRITTEN"] == 100000, f"load: 100,000 written ({first})")
+    check(again["WRITTEN"] == 0 and again["REPLAYED"] == 100000, f"load: run again, nothing written twice ({again})")
+
+
+try:
+    run()
+except Exception:
+    traceback.print_exc()
+    failures.append("exception: " + traceback.format_exc().splitlines()[-1])
+result["failures"] = failures
+result["messages"] = iface.messages[-20:]
+print("RESULT " + json.dumps(result), flush=True)
+qgis.utils.unloadPlugin("featurepipe")
+app.exitQgis()
+sys.exit(1 if failures else 0)
