@@ -15,6 +15,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
 
 use super::{Catalog, Collection};
+use crate::db::said::said;
 use crate::db::{quote_ident, StartupError};
 
 /// A collection's change feed.
@@ -428,6 +429,14 @@ async fn install(
                 "the change feed of '{}' is not installed yet: its table's writers held it \
                  (a transaction open on it); tried again at the next poll of the catalog",
                 coll.id
+            )),
+            // Whatever else the database says (on Citus: a trigger on a
+            // distributed table), the feed is declined, the rest served.
+            Err(e) if e.as_db_error().is_some() => Unmade::Refused(format!(
+                "the change feed of '{}' is not installed: the database refused to {what}: {}; \
+                 its /changes answers 503 until it is",
+                coll.id,
+                said(&e)
             )),
             Err(e) => return Err(e),
         };
