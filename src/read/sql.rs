@@ -131,13 +131,17 @@ pub fn feature_object(coll: &Collection, geometry_members: &str, shown: Shown<'_
 /// value that is a whole number is written as a real (`1.0`, not `1`):
 /// clients that type fields from the first features read (QGIS through
 /// GDAL) would take the column for an integer and lose later fractions.
+/// Written with the type's own text, as `to_json` writes it (NaN and the
+/// infinities as strings), and not with `to_json`: Citus refuses a stable
+/// function in the FROM-less subquery that gathers the properties.
 fn property(coll: &Collection, ci: usize) -> String {
     let c = col(coll, ci);
     match coll.columns[ci].ty {
         ColumnType::Scalar(ScalarType::Float4 | ScalarType::Float8 | ScalarType::Numeric) => {
             format!(
-                "CASE WHEN to_json({c})::text ~ '^-?[0-9]+$' THEN (to_json({c})::text || '.0')::json \
-                 ELSE to_json({c}) END AS {}",
+                "CASE WHEN {c}::text ~ '^-?[0-9]+$' THEN ({c}::text || '.0')::json \
+                 WHEN {c}::text IN ('NaN', 'Infinity', '-Infinity') THEN ('\"' || {c}::text || '\"')::json \
+                 ELSE {c}::text::json END AS {}",
                 quote_ident(&coll.columns[ci].name)
             )
         }

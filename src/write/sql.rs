@@ -227,24 +227,34 @@ fn change_item_then(
         "true, {}",
         read_sql::feature_columns_as(coll, crs, encoding)
     );
-    let done = match change {
-        ItemChange::Delete => format!(
-            "DELETE FROM {table} AS t WHERE {key} AND EXISTS (SELECT FROM ok) \
-             RETURNING true, NULL::text, NULL::text, NULL::timestamptz"
+    // An UPDATE is a CTE of its own, and the feature is made from its rows
+    // after it, not in its RETURNING: Citus allows only immutable functions
+    // there, and to_json is stable. The row's text, and so its ETag, is the
+    // same either way.
+    let (updated, done) = match change {
+        ItemChange::Delete => (
+            String::new(),
+            format!(
+                "DELETE FROM {table} AS t WHERE {key} AND EXISTS (SELECT FROM ok) \
+                 RETURNING true, NULL::text, NULL::text, NULL::timestamptz"
+            ),
         ),
         ItemChange::Replace(columns) | ItemChange::Update(columns) => {
             let replace = matches!(change, ItemChange::Replace(_));
             let sets = assignments(coll, columns, replace, crs.srid, 4);
             if sets.is_empty() {
                 // Nothing to change: the locked row as it is.
-                format!(
+                let done = format!(
                     "SELECT {returning} FROM {table} AS t WHERE {key} AND EXISTS (SELECT FROM ok)"
-                )
+                );
+                (String::new(), done)
             } else {
-                format!(
-                    "UPDATE {table} AS t SET {} WHERE {key} AND EXISTS (SELECT FROM ok) RETURNING {returning}",
+                let updated = format!(
+                    "updated AS (UPDATE {table} AS t SET {} WHERE {key} AND EXISTS (SELECT FROM ok) \
+                     RETURNING t.*), ",
                     sets.join(", ")
-                )
+                );
+                (updated, format!("SELECT {returning} FROM updated AS t"))
             }
         }
     };
@@ -252,7 +262,7 @@ fn change_item_then(
         "WITH cur AS (SELECT md5(t::text) AS etag, {last_modified} AS lm FROM {table} AS t WHERE {key} FOR UPDATE), \
          ok AS (SELECT FROM cur WHERE {TAGS_HOLD} \
                 AND ($3::timestamptz IS NULL OR cur.lm IS NULL OR date_trunc('second', cur.lm) <= $3)), \
-         done AS ({done}) {answer}"
+         {updated}done AS ({done}) {answer}"
     )
 }
 
