@@ -29,7 +29,9 @@ types AS (
       FROM pg_type t
      WHERE t.oid IN (SELECT atttypid FROM columns) AND t.typtype IN ('d', 'e')
 )
-SELECT COALESCE(md5(string_agg(line, E'\n' ORDER BY line)), '') AS fingerprint
+SELECT COALESCE(md5(string_agg(line, E'\n' ORDER BY line)), '') AS fingerprint,
+       -- Citus's metadata, which says which tables it distributes, is read apart.
+       to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL AS citus
   FROM (
         SELECT line FROM tables
         UNION ALL

@@ -222,7 +222,13 @@ async fn fingerprint(
             &[(&schemas, Type::TEXT_ARRAY)],
         )
         .await?;
-    Ok(row.get(0))
+    let fingerprint: String = row.get(0);
+    // A table distributed since the catalog was read is read again: its
+    // writes change (src/catalog/citus.rs).
+    match row.get::<_, bool>(1) {
+        true => Ok(fingerprint + &super::citus::fingerprint(client).await?),
+        false => Ok(fingerprint),
+    }
 }
 
 /// The task that keeps the catalog current.

@@ -2,6 +2,7 @@
 //! each column is typed, defaulted and written.
 
 pub mod checks;
+pub mod citus;
 pub mod feed;
 pub mod live;
 pub mod schema;
@@ -197,6 +198,9 @@ pub struct Collection {
     /// Row-level security is enabled on the table: COPY FROM refuses it for
     /// every role the policies apply to.
     pub row_security: bool,
+    /// Citus distributes the table (or replicates it, a reference table):
+    /// COPY's rows are checked by their keys, which are drawn first.
+    pub distributed: bool,
     /// The `timestamptz` column that says when a feature last changed, if any.
     pub last_modified: Option<usize>,
     /// The CRSs features can be read and written in; CRS84 first.
@@ -267,6 +271,7 @@ impl Collection {
             primary_key: Some(0),
             before_insert_trigger: false,
             row_security: false,
+            distributed: false,
             last_modified: None,
             crs: vec![Crs::crs84()],
             title: None,
@@ -484,6 +489,12 @@ impl Catalog {
                 build_collection(first_schema, schema, table, cols)
             })
             .collect();
+        let distributed = citus::distributed_tables(client)
+            .await
+            .map_err(query_failed)?;
+        for coll in &mut collections {
+            coll.distributed = distributed.contains(&(coll.schema.clone(), coll.table.clone()));
+        }
         let extra = apply_settings(&mut collections, settings).map_err(StartupError::Settings)?;
         let known = known_crs(client, &collections, &extra)
             .await
@@ -806,6 +817,7 @@ fn build_collection(
         primary_key: raw.iter().position(|r| r.is_pk),
         before_insert_trigger: raw[0].before_insert_trigger,
         row_security: raw[0].row_security,
+        distributed: false,
         schema,
         table,
         columns,

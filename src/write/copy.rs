@@ -71,6 +71,10 @@ impl CopyPlan {
     /// checks each row's xmin, as `observed` by writes that ran alone): for
     /// large requests next to the database.
     pub fn cheapest_keys(self, coll: &Collection, rows: usize, observed: &Observed) -> Self {
+        // On Citus keys are never read back: the rows are on the workers.
+        if coll.distributed {
+            return self.drawn_first(coll);
+        }
         let read_back = rows as f64 * observed.read_back_row;
         let drawn_first = observed.round_trip + rows as f64 * DRAW_ROW;
         match drawn_first < read_back {
@@ -85,7 +89,7 @@ impl CopyPlan {
     /// takes for its rows (half), so that the drawing keeps ahead of the
     /// rows.
     pub fn keys_for_stream(self, coll: &Collection, block: usize, observed: &Observed) -> Self {
-        match 2.0 * observed.round_trip < block as f64 * observed.copy_row {
+        match coll.distributed || 2.0 * observed.round_trip < block as f64 * observed.copy_row {
             true => self.drawn_first(coll),
             false => self,
         }
@@ -102,11 +106,12 @@ impl CopyPlan {
     }
 
     /// The round trips this COPY costs beyond the one a pipelined INSERT
-    /// costs (statements prepared): the defaults query's flight, and with an
-    /// Idempotency-Key the flight that stores the answer and commits once
-    /// the ids are known.
-    pub fn extra_round_trips(&self, keyed: bool) -> u32 {
-        u32::from(self.keys == KeySource::Drawn) + u32::from(keyed)
+    /// costs (statements prepared): the defaults query's flight, and when
+    /// COMMIT waits for the COPY's answer (`commit_waits`: an
+    /// Idempotency-Key's answer is stored first, or Citus's count of the
+    /// rows is read) the flight that commits.
+    pub fn extra_round_trips(&self, commit_waits: bool) -> u32 {
+        u32::from(self.keys == KeySource::Drawn) + u32::from(commit_waits)
     }
 }
 
@@ -369,10 +374,13 @@ impl Copy<'_> {
         .await?;
         let batches: Vec<usize> = job.plan.batches.iter().map(|b| b.len()).collect();
         // Under an Idempotency-Key the answer is stored before COMMIT, and
-        // it holds the ids: COMMIT waits for them.
-        let then = match job.idempotency {
-            Some(_) => Then::StayOpen,
-            None => Then::Commit,
+        // it holds the ids: COMMIT waits for them. On Citus COMMIT waits for
+        // the COPY's own count of its rows: the check that goes ahead of
+        // COMMIT on one server reads counters the workers' rows never touch
+        // (and Citus allows no trigger that could drop a row there).
+        let then = match (job.idempotency, job.coll.distributed) {
+            (None, false) => Then::Commit,
+            _ => Then::StayOpen,
         };
         copying
             .segment(job.rows, &batches, job.single, job.idempotency, then)

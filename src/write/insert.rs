@@ -62,7 +62,10 @@ impl Insert<'_> {
         // Each shape's INSERT of many rows, made once: `None` when one
         // feature a statement is what this request takes.
         let job = &self.job;
+        // Not on Citus: it routes the rows of one INSERT to their shards
+        // and answers their keys shard by shard, not in the rows' order.
         let many = (self.pipeline
+            && !job.coll.distributed
             && !job.coll.before_insert_trigger
             && !self.skipping_trigger
             && job.rows.len() > 1)

@@ -251,7 +251,12 @@ impl Request<'_> {
         let copy_allowed = options.pipeline && db.naming() != Naming::Unnamed;
         let keyed = self.idempotency.is_some();
         let wants_copy = |copy: &copy::CopyPlan| {
-            copy_allowed && options.wants_copy(self.rows.len(), copy.extra_round_trips(keyed), db)
+            copy_allowed
+                && options.wants_copy(
+                    self.rows.len(),
+                    copy.extra_round_trips(keyed || self.coll.distributed),
+                    db,
+                )
         };
         let mut skipping_trigger = false;
         let observed = db.costs().observed(self.rows.len());

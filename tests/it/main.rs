@@ -7,6 +7,7 @@ mod browser;
 mod catalog;
 mod changes;
 mod chromium;
+mod citus;
 mod clients;
 mod conflicts;
 mod connections;
