@@ -98,3 +98,46 @@ async fn domain_checks_are_enforced_by_the_database() {
     assert_eq!(r.body["errors"][0]["sqlstate"], "23514");
     assert_eq!(r.body["errors"][0]["constraint"], "positive_int_check");
 }
+
+#[tokio::test]
+async fn floats_and_numerics_are_read_as_to_json_wrote_them() {
+    let app = TestApp::new(
+        "CREATE TABLE nums (id serial PRIMARY KEY, f4 real, f8 double precision, num numeric,
+                            geom geometry(Point, 4326));
+         INSERT INTO nums (f4, f8, num, geom) VALUES
+           (1, 2, 3, 'SRID=4326;POINT(0 0)'), (0.1, 1e20, 1.50, 'SRID=4326;POINT(0 0)'),
+           ('NaN', 'Infinity', 'NaN', 'SRID=4326;POINT(0 0)'), (-2.5, '-Infinity', -7, 'SRID=4326;POINT(0 0)'),
+           (NULL, NULL, NULL, 'SRID=4326;POINT(0 0)');",
+    )
+    .await;
+    // Whole numbers as reals (QGIS types fields from the first features);
+    // the rest as PostgreSQL's to_json writes them, NaN and the infinities
+    // as strings, NULL as null: written with each type's own text, which
+    // Citus takes where it refuses to_json.
+    let page = app.get("/collections/nums/items").await;
+    let got: Vec<_> = page.body["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let p = &f["properties"];
+            (
+                p["f4"].to_string(),
+                p["f8"].to_string(),
+                p["num"].to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("1.0", "2.0", "3.0"),
+        ("0.1", "1e+20", "1.5"),
+        (r#""NaN""#, r#""Infinity""#, r#""NaN""#),
+        ("-2.5", r#""-Infinity""#, "-7.0"),
+        ("null", "null", "null"),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(got, want, "{page:?}");
+}
