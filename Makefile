@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-push bench-concurrency build lint fmt openapi screenshots test-qgis qgis-plugin image-check
+.PHONY: run test test-huge soak fuzz bench bench-quick bench-copy bench-parse bench-changes bench-filter bench-push bench-citus bench-concurrency build lint fmt openapi screenshots test-qgis qgis-plugin image-check
 
 run:
 	scripts/dev.sh
@@ -50,6 +50,11 @@ bench-filter:
 # ogr2ogr, 100,000 points at RTT 0 and 50 ms away (docs/push.md; RUNS=5).
 bench-push:
 	scripts/bench.sh --push
+
+# 20,000 points into a Citus distributed table beside raw binary COPY
+# (opt-in: FEATUREPIPE_TEST_CITUS names a coordinator; docs/deploying.md#citus).
+bench-citus:
+	scripts/citus-bench.sh
 
 # 32 clients × 100 points against one request of the same features, in
 # interleaved pairs: medians, spreads and the CPU each part took.

@@ -1,0 +1,41 @@
+"""20,000 points: featurepipe's POST beside a raw binary COPY (psycopg) into
+the same distributed table, interleaved (scripts/citus-bench.sh).
+
+    citus_bench.py SERVICE_URL DATABASE_URL SCHEMA ROUNDS
+"""
+import json
+import statistics
+import struct
+import sys
+import time
+import urllib.request
+
+import psycopg
+base, dsn, schema, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+N = 20000
+feats = [{"type": "Feature", "geometry": {"type": "Point", "coordinates": [i * 1e-4, 1.0]}, "properties": {"name": f"b{i}", "height": 1.5}} for i in range(N)]
+body = json.dumps({"type": "FeatureCollection", "features": feats}).encode()
+# EWKB points with SRID 4326, which PostGIS takes as its binary input.
+rows = [(f"b{i}", 1.5, struct.pack("<BIIdd", 1, 0x20000001, 4326, i * 1e-4, 1.0)) for i in range(N)]
+conn = psycopg.connect(dsn, autocommit=True)
+def post():
+    r = urllib.request.Request(base + "/collections/sites/items", data=body, method="POST", headers={"Content-Type": "application/geo+json"})
+    t = time.monotonic(); d = json.load(urllib.request.urlopen(r)); e = time.monotonic() - t
+    assert d["strategy"] == "copy" and len(d["ids"]) == N, d.get("strategy")
+    return e
+def raw():
+    t = time.monotonic()
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY {schema}.sites (name, height, geom) FROM STDIN (FORMAT binary)") as copy:
+            copy.set_types(["text", "float8", "bytea"])
+            for row in rows:
+                copy.write_row(row)
+    return time.monotonic() - t
+post(); raw()  # warm
+p, c = [], []
+for _ in range(rounds):
+    p.append(post()); c.append(raw())
+mp, mc = statistics.median(p), statistics.median(c)
+print(f"featurepipe POST: median {mp:.3f} s ({N/mp:.0f} rows/s) {[round(x,3) for x in p]}")
+print(f"raw binary COPY (psycopg): median {mc:.3f} s ({N/mc:.0f} rows/s) {[round(x,3) for x in c]}")
+print(f"featurepipe at {100*mc/mp:.0f}% of raw COPY's rows/s")
