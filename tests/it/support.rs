@@ -270,19 +270,17 @@ pub async fn via_proxy(db: &TestDb, one_way: Duration) -> (Proxy, Config) {
 
 /// Write a settings file (FEATUREPIPE_CONFIG) for a test; `name` keeps tests apart.
 pub fn settings_file(name: &str, text: &str) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "featurepipe-settings-{}-{name}-{}.toml",
-        std::process::id(),
-        text.len()
-    ));
-    // Written aside and renamed into place: tests running at once write the
-    // same file, and a service reading it while another test truncated it
-    // for writing read no settings (jsonfg's CRS list, once in four runs).
+    // A file of each call's own: services watch their settings file, and
+    // one that tests running at once wrote again (the same text) made
+    // every other test's service read its catalog again, in the midst of
+    // what those tests count (copy_flight's round trips, twice in a run).
     static WRITTEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let aside = path.with_extension(format!("toml.{n}"));
-    std::fs::write(&aside, text).unwrap();
-    std::fs::rename(&aside, &path).unwrap();
+    let path = std::env::temp_dir().join(format!(
+        "featurepipe-settings-{}-{name}-{n}.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, text).unwrap();
     path
 }
 
