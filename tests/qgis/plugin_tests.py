@@ -162,6 +162,18 @@ def run():
     check(denied, "without the key the service refuses (401)")
     connections.save("test", url, authcfg)
     check(connections.saved().get("test") == (url, authcfg), "the connection is remembered")
+    # The connect dialog, as a user fills it in: a key of its own, the collections listed.
+    from featurepipe.plugin import ConnectDialog
+
+    dialog = ConnectDialog(iface.mainWindow())
+    dialog.url.setText(url)
+    dialog.api_key.setText(api_key)
+    dialog.list_collections()
+    listed = [dialog.collections.item(i).text() for i in range(dialog.collections.count())]
+    result["dialog_collections"] = listed
+    check(any("(sites)" in t for t in listed) and bool(dialog.authcfg),
+          f"the connect dialog lists the collections with the key it stored ({listed})")
+    dialog.close()
 
     layer = connections.layer(slow_url, "sites", authcfg)
     check(layer.isValid(), "the collection opens as a layer")
