@@ -330,13 +330,13 @@ t_push1=$(date +%s.%N)
 push_s=$(python3 -c "print(round($t_push1 - $t_push0, 3))")
 pr() { r_of "$presult" "$1"; }
 check "plugin: failures it saw" "[]" "$(pr 'r["failures"]')"
-check "plugin: rows inserted (1,000 + 1 fixed + 1 written once)" 1002 "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT'")"
-check "plugin: rows deleted in one request (all but the seed)" "1002 1 seed" \
+check "plugin: rows inserted (1,000 + 1 fixed + 2 written once)" 1003 "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT'")"
+check "plugin: rows deleted in one request (all but the seed)" "1003 1 seed" \
     "$(q "SELECT (SELECT count(*) FROM audit_sites.log WHERE op = 'DELETE') || ' ' || count(*) || ' ' || string_agg(name, ',') FROM sites")"
 w="FROM audit_sites.log WHERE op"
 check "plugin: empty names -> their default" 100 "$(q "SELECT count(*) $w = 'INSERT' AND name = 'unnamed'")"
 check "plugin: empty kinds -> their default (as inserted)" 334 \
-    "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT' AND kind = 'other' AND name NOT IN ('too low', 'written once')")"
+    "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT' AND kind = 'other' AND name NOT IN ('too low', 'written once', 'written once, after two 502s')")"
 check "plugin: kinds changed" 1000 "$(q "SELECT count(DISTINCT id) $w = 'UPDATE' AND kind = 'changed'")"
 check "plugin: the second client's change kept, QGIS's of it never written (the conflict)" "1 0" \
     "$(q "SELECT (SELECT count(*) $w = 'UPDATE' AND name = 'theirs') || ' ' || (SELECT count(*) $w = 'UPDATE' AND name = 'mine')")"
@@ -345,6 +345,8 @@ check "plugin: the refused session wrote nothing, its fix all of it, once" "1 1"
     "$(q "SELECT (SELECT count(*) $w = 'UPDATE' AND name = 'should wait') || ' ' || (SELECT count(*) $w = 'INSERT' AND name = 'too low')")"
 check "plugin: the fixed feature" "5" "$(q "SELECT height $w = 'INSERT' AND name = 'too low'")"
 check "plugin: the feature whose answer was lost, written once" 1 "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT' AND name = 'written once'")"
+check "plugin: the feature whose answer was a 502 twice, written once" 1 \
+    "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT' AND name = 'written once, after two 502s'")"
 check "plugin: the moved feature" 1 "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'UPDATE' AND x = -3.5 AND y = 40.25")"
 check "plugin: the Processing load" 100000 "$(q "SELECT count(*) FROM loaded")"
 check "plugin: push of the same file" 100000 "$(q "SELECT count(*) FROM pushed")"

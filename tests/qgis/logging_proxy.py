@@ -27,8 +27,9 @@ HOP_BY_HOP = {
 listen_port, upstream_port, log_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 # Optional: RTT_MS, a round trip added to each request and to each new
 # connection (the client that far away); CONTROL, a file whose content
-# `drop-answer` makes the next POST /transactions be forwarded and its
-# answer dropped (the connection closed instead), once.
+# `drop-answer N` (or `bad-gateway N`) makes the next N POST /transactions be
+# forwarded and their answers dropped, the connection closed (or a 502 sent
+# instead).
 rtt = (int(sys.argv[4]) if len(sys.argv) > 4 else 0) / 1000.0
 control = sys.argv[5] if len(sys.argv) > 5 else None
 log_lock = threading.Lock()
@@ -46,17 +47,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
         super().setup()
         time.sleep(rtt)  # TCP's handshake
 
-    def drop_this_answer(self):
+    def lose_this_answer(self):
+        """What the control file says of this request's answer, counted down:
+        `drop-answer N` (the connection closed, no answer) or `bad-gateway N`
+        (a gateway's 502 instead of the answer), for the next N
+        POST /transactions; None to pass it on."""
         if not control or self.command != "POST" or not self.path.startswith("/transactions"):
-            return False
-        try:
-            with open(control, encoding="utf-8") as f:
-                wanted = f.read().strip() == "drop-answer"
-        except FileNotFoundError:
-            return False
-        if wanted:
-            os.remove(control)
-        return wanted
+            return None
+        with log_lock:
+            try:
+                with open(control, encoding="utf-8") as f:
+                    words = f.read().split()
+            except FileNotFoundError:
+                return None
+            if words[:1] not in (["drop-answer"], ["bad-gateway"]):
+                return None
+            left = int(words[1]) if len(words) > 1 else 1
+            if left > 1:
+                with open(control, "w", encoding="utf-8") as f:
+                    f.write(f"{words[0]} {left - 1}")
+            else:
+                os.remove(control)
+            return words[0]
 
     def forward(self):
         start = time.monotonic()
@@ -77,9 +89,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         finally:
             conn.close()
-        if self.drop_this_answer():
+        lost = self.lose_this_answer()
+        if lost == "drop-answer":
             self.close_connection = True
             self.record(start, 0, length, 0, None, "answer dropped by the proxy",
+                        request_body=body[:2000].decode("utf-8", "replace") if body else None)
+            return
+        if lost == "bad-gateway":
+            gateway = b'{"title": "Bad Gateway", "status": 502, "detail": "the proxy lost the answer"}'
+            self.send_response_only(502, "Bad Gateway")
+            self.send_header("Content-Type", "application/problem+json")
+            self.send_header("Content-Length", str(len(gateway)))
+            self.end_headers()
+            self.wfile.write(gateway)
+            self.record(start, 502, length, len(gateway), None, "answer replaced by the proxy's 502",
                         request_body=body[:2000].decode("utf-8", "replace") if body else None)
             return
         self.send_response_only(resp.status, resp.reason)

@@ -10,8 +10,9 @@ URL is a logging proxy in front of a featurepipe service with
 authentication on (API_KEY may write); SLOW_URL the same service 50 ms
 away (a proxy that holds each request and each new connection one round
 trip); PROXY_LOG their log (one JSON line per request); CONTROL a file the
-proxy reads (`drop-answer` makes it forward the next POST /transactions and
-drop its answer); DIRECT_URL the service itself, as a second client
+proxy reads (`drop-answer N` or `bad-gateway N`: the next N POST
+/transactions are forwarded and their answers dropped, or replaced by a
+502); DIRECT_URL the service itself, as a second client
 that edits behind QGIS's back; GEOJSON 100,000 points for the Processing
 algorithm. The plugin is installed from its ZIP into the profile, loaded as
 QGIS loads plugins, and driven through Save Layer Edits (commitChanges())
@@ -307,8 +308,10 @@ def run():
     once.setAttribute("name", "written once")
     once.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(2, 2)))
     layer.addFeature(once)
+    # The connection closed after the request went out: Qt itself sends
+    # it again (on a new connection, as it does for a reused one).
     with open(control, "w") as c:
-        c.write("drop-answer")
+        c.write("drop-answer 1")
     start = mark()
     ok, secs, outcome = commit(layer)
     sent = since(start)
@@ -316,6 +319,22 @@ def run():
     result["lost"] = {"kind": outcome.kind, "requests": requests_of(sent), "retries": getattr(outcome, "retries", 0)}
     check(outcome.kind == "saved", f"lost: saved after a retry ({outcome})")
     check(len(sent) >= 2 and len(set(keys)) == 1, f"lost: sent again with the same Idempotency-Key ({keys})")
+    # Twice a gateway's 502 after the service committed: the plugin sends it
+    # again itself, with the same key, and the service answers what it wrote.
+    layer.startEditing()
+    twice = QgsFeature(fields)
+    twice.setAttribute("name", "written once, after two 502s")
+    twice.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(3, 3)))
+    layer.addFeature(twice)
+    with open(control, "w") as c:
+        c.write("bad-gateway 2")
+    start = mark()
+    ok, secs, outcome = commit(layer)
+    sent = since(start)
+    keys = [e.get("headers", {}).get("idempotency-key") for e in sent]
+    result["lost_502"] = {"kind": outcome.kind, "requests": requests_of(sent), "retries": getattr(outcome, "retries", 0)}
+    check(outcome.kind == "saved" and outcome.retries == 2, f"502: saved after two retries of its own ({outcome})")
+    check(len(sent) == 3 and len(set(keys)) == 1, f"502: three sends, one Idempotency-Key ({keys})")
 
     # 8. Every feature but the seed deleted, 50 ms from the service: one request.
     slow = connections.layer(slow_url, "sites", authcfg, "sites (again)")
