@@ -351,7 +351,33 @@ def run():
     check(requests_of(sent) == ["POST /transactions 200"], f"delete: one request ({requests_of(sent)})")
     check(len(list(slow.getFeatures())) == 1, "delete: QGIS shows the seed alone")
 
-    # 9. Processing: 100,000 points into a collection, then again (nothing written twice).
+    # 9. The same three saves on a table without a trigger (most are): the figures of docs/qgis-plugin.md.
+    plain = connections.layer(slow_url, "plain", authcfg)
+    QgsProject.instance().addMapLayer(plain)
+    pfields = plain.fields()
+    plain.startEditing()
+    for i in range(1000):
+        f = QgsFeature(pfields)
+        f.setAttribute("name", f"plain {i}")
+        f.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(i * 0.001, 1)))
+        plain.addFeature(f)
+    timed = {}
+    ok, timed["add"], outcome = commit(plain)
+    check(ok and outcome.kind == "saved", f"plain: add saved ({outcome})")
+    plain.startEditing()
+    pkind = pfields.indexOf("kind")
+    for f in plain.getFeatures():
+        if f["name"] != "seed":
+            plain.changeAttributeValue(f.id(), pkind, "changed")
+    ok, timed["change"], outcome = commit(plain)
+    check(ok and outcome.kind == "saved", f"plain: change saved ({outcome})")
+    plain.startEditing()
+    plain.deleteFeatures([f.id() for f in plain.getFeatures() if f["name"] != "seed"])
+    ok, timed["delete"], outcome = commit(plain)
+    check(ok and outcome.kind == "saved", f"plain: delete saved ({outcome})")
+    result["plain"] = timed
+
+    # 10. Processing: 100,000 points into a collection, then again (nothing written twice).
     source = QgsVectorLayer(geojson, "points", "ogr")
     check(source.isValid() and source.featureCount() == 100000, "load: the 100,000-point file opens")
     params = {"INPUT": source, "URL": direct_url, "AUTH": authcfg, "COLLECTION": "loaded", "MODE": 0}
