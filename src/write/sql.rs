@@ -224,7 +224,10 @@ fn change_item_then(
         None => "NULL::timestamptz".into(),
     };
     let returning = match encoding {
-        Some(encoding) => format!("true, {}", read_sql::feature_columns_as(coll, crs, encoding)),
+        Some(encoding) => format!(
+            "true, {}",
+            read_sql::feature_columns_as(coll, crs, encoding)
+        ),
         None => format!("true, NULL::text, md5(t::text), {last_modified}::timestamptz"),
     };
     // An UPDATE is a CTE of its own, and the feature is made from its rows
