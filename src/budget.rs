@@ -25,11 +25,15 @@ pub struct Held {
     kib: u32,
 }
 
-/// Why room could not be had.
+/// Others held the room for longer than the wait (this long).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy(pub Duration);
+
+/// Why more room could not be had ([`Budget::hold_more`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exhausted {
     /// Others held it for longer than the wait.
-    Busy(Duration),
+    Busy(Busy),
     /// The request alone would need more than all of it.
     Beyond,
 }
@@ -48,7 +52,7 @@ impl Budget {
     /// Grow `held` to room for `bytes`, waiting for others to give some
     /// back; more than the whole budget takes all of it (a body larger
     /// than the budget is read alone).
-    pub async fn hold(&self, held: &mut Held, bytes: usize) -> Result<(), Exhausted> {
+    pub async fn hold(&self, held: &mut Held, bytes: usize) -> Result<(), Busy> {
         let want = u32::try_from(bytes.div_ceil(1024))
             .unwrap_or(u32::MAX)
             .min(self.kib);
@@ -61,12 +65,12 @@ impl Budget {
     pub async fn hold_more(&self, held: &mut Held, bytes: usize) -> Result<(), Exhausted> {
         let more = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
         match held.kib.checked_add(more) {
-            Some(want) if want <= self.kib => self.grow(held, want).await,
+            Some(want) if want <= self.kib => self.grow(held, want).await.map_err(Exhausted::Busy),
             _ => Err(Exhausted::Beyond),
         }
     }
 
-    async fn grow(&self, held: &mut Held, want: u32) -> Result<(), Exhausted> {
+    async fn grow(&self, held: &mut Held, want: u32) -> Result<(), Busy> {
         if want <= held.kib {
             return Ok(());
         }
@@ -76,7 +80,7 @@ impl Budget {
         )
         .await;
         let Ok(Ok(more)) = more else {
-            return Err(Exhausted::Busy(self.wait));
+            return Err(Busy(self.wait));
         };
         held.kib = want;
         match &mut held.permit {

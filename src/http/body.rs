@@ -16,7 +16,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::encoding::DECODED;
 use super::problem::{ApiError, Wrong};
 use crate::auth::Caller;
-use crate::budget::{Budget, Exhausted, Held};
+use crate::budget::{Budget, Busy, Held};
 use crate::error::Error;
 use crate::http::app::AppState;
 use crate::session::Mode;
@@ -54,17 +54,14 @@ impl BodyRoom {
 }
 
 /// The 503 of a request that found no room.
-fn exhausted(e: Exhausted) -> ApiError {
-    let detail = match e {
-        Exhausted::Busy(wait) => format!(
+fn exhausted(Busy(wait): Busy) -> ApiError {
+    ApiError::new(
+        Wrong::Busy,
+        format!(
             "other requests' bodies fill the memory set aside for bodies \
              (FEATUREPIPE_BODY_MEMORY) for longer than {wait:?}; nothing was written, retry later"
         ),
-        Exhausted::Beyond => "this request alone needs more than the memory set aside for \
-                              bodies (FEATUREPIPE_BODY_MEMORY); nothing was written"
-            .to_owned(),
-    };
-    ApiError::new(Wrong::Busy, detail)
+    )
 }
 
 /// A request body, with the room it holds in [`BodyRoom`] until dropped.

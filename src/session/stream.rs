@@ -26,7 +26,7 @@ use super::{
     check_lead, insert_operation, insert_step, prepare_steps, Done, Mode, Msg, Operation, Reply,
     Session, Step, SKIP_LEAD,
 };
-use crate::budget::{Budget, Exhausted, Held};
+use crate::budget::{Budget, Busy, Exhausted, Held};
 use crate::catalog::Collection;
 use crate::db::statement::Stmt;
 use crate::db::Database;
@@ -168,7 +168,7 @@ impl Streaming {
         self.budget.hold_more(room, bytes).await.map_err(|e| {
             let first = window.first;
             match e {
-                Exhausted::Busy(wait) => Error::unavailable(format!(
+                Exhausted::Busy(Busy(wait)) => Error::unavailable(format!(
                     "other requests fill the memory set aside for bodies and reports \
                      (FEATUREPIPE_BODY_MEMORY) for longer than {wait:?}, at feature {first}; retry later"
                 )),
@@ -235,15 +235,13 @@ impl Streaming {
         };
         let mut shapes = Vec::new();
         let mut next = Some(first);
+        // A report outgrowing the budget stops the batches; what was
+        // committed stays so, and is told.
+        let mut outgrown = None;
         while let Some(window) = next {
             if let Err(e) = self.count(&mut room, &window).await {
-                // What was committed stays so, and is told.
-                while !sending.in_flight.is_empty() {
-                    sending.settle_oldest().await?;
-                }
-                client.set_open(false);
-                let report = sending.outcome.report(Mode::Batch);
-                return Err(e.with_report(&report));
+                outgrown = Some(e);
+                break;
             }
             let (ops, operations, steps) = self.session_of(window, &mut shapes);
             let b = sending.outcome.batches();
@@ -260,7 +258,11 @@ impl Streaming {
             sending.settle_oldest().await?;
         }
         client.set_open(false);
-        Ok(Some(sending.outcome.report(Mode::Batch)))
+        let report = sending.outcome.report(Mode::Batch);
+        match outgrown {
+            Some(e) => Err(e.with_report(&report)),
+            None => Ok(Some(report)),
+        }
     }
 
     /// Skip mode: one transaction, a window at a time under savepoints as a
