@@ -199,7 +199,8 @@ pub struct Collection {
     /// every role the policies apply to.
     pub row_security: bool,
     /// Citus distributes the table (or replicates it, a reference table):
-    /// COPY's rows are checked by their keys, which are drawn first.
+    /// COPY draws its keys first and COMMIT waits for its count of rows,
+    /// and INSERT writes a row a statement (`src/write/copy.rs`, `insert.rs`).
     pub distributed: bool,
     /// The `timestamptz` column that says when a feature last changed, if any.
     pub last_modified: Option<usize>,

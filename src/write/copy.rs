@@ -354,6 +354,16 @@ fn rows_skipped(e: &PgError) -> bool {
     e.code().is_some_and(|c| c.code() == "FPCPY")
 }
 
+/// Whether a COPY's COMMIT waits for its answer rather than going in its
+/// flight. Under an Idempotency-Key (`keyed`) the answer is stored before
+/// COMMIT, and it holds the ids. On Citus COMMIT waits for the COPY's own
+/// count of its rows: the check that goes ahead of COMMIT on one server
+/// reads counters the workers' rows never touch (and Citus allows no
+/// trigger that could drop a row there).
+pub fn commit_waits(coll: &Collection, keyed: bool) -> bool {
+    keyed || coll.distributed
+}
+
 /// Whether the COPY's flight ends the transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Then {
@@ -373,14 +383,9 @@ impl Copy<'_> {
         )
         .await?;
         let batches: Vec<usize> = job.plan.batches.iter().map(|b| b.len()).collect();
-        // Under an Idempotency-Key the answer is stored before COMMIT, and
-        // it holds the ids: COMMIT waits for them. On Citus COMMIT waits for
-        // the COPY's own count of its rows: the check that goes ahead of
-        // COMMIT on one server reads counters the workers' rows never touch
-        // (and Citus allows no trigger that could drop a row there).
-        let then = match (job.idempotency, job.coll.distributed) {
-            (None, false) => Then::Commit,
-            _ => Then::StayOpen,
+        let then = match commit_waits(job.coll, job.idempotency.is_some()) {
+            true => Then::StayOpen,
+            false => Then::Commit,
         };
         copying
             .segment(job.rows, &batches, job.single, job.idempotency, then)

@@ -254,7 +254,7 @@ impl Request<'_> {
             copy_allowed
                 && options.wants_copy(
                     self.rows.len(),
-                    copy.extra_round_trips(keyed || self.coll.distributed),
+                    copy.extra_round_trips(copy::commit_waits(self.coll, keyed)),
                     db,
                 )
         };
