@@ -160,11 +160,11 @@ async fn every_write_path_works_on_a_distributed_table() {
         .await;
     assert_eq!(r.status, 201, "{r:?}");
     let id = r.body["ids"][0].as_i64().unwrap();
-    let got = app.get(&format!("/collections/sites/items/{id}")).await;
+    let item = format!("/collections/sites/items/{id}");
+    let got = app.get(&item).await;
     assert_eq!(got.body["properties"]["name"], "unnamed", "{got:?}");
     let etag = got.headers["etag"].to_str().unwrap().to_owned();
     // PATCH with its precondition (was a 500: a stable function in RETURNING).
-    let item = format!("/collections/sites/items/{id}");
     for (name, status) in [("patched", 204), ("stale", 412)] {
         let headers = [
             ("content-type", "application/merge-patch+json"),
@@ -177,19 +177,14 @@ async fn every_write_path_works_on_a_distributed_table() {
     let put = app
         .send(
             "PUT",
-            &format!("/collections/sites/items/{id}"),
+            &item,
             &[("content-type", "application/geo+json")],
             Some(point(3.0, 4.0, json!({"name": "put", "height": 2.0})).to_string()),
         )
         .await;
     assert_eq!(put.status, 204, "{put:?}");
     let stale_delete = app
-        .send(
-            "DELETE",
-            &format!("/collections/sites/items/{id}"),
-            &[("if-match", &etag)],
-            None,
-        )
+        .send("DELETE", &item, &[("if-match", &etag)], None)
         .await;
     assert_eq!(stale_delete.status, 412, "{stale_delete:?}");
     // An edit session and a Part 11 transaction.

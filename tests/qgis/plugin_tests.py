@@ -303,35 +303,30 @@ def run():
     check(ok and outcome.kind == "saved", f"invalid: fixed, then saved ({outcome})")
 
     # 7. The answer lost after the commit: sent again with the same key, written once.
-    layer.startEditing()
-    once = QgsFeature(fields)
-    once.setAttribute("name", "written once")
-    once.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(2, 2)))
-    layer.addFeature(once)
+    def save_losing(name, x, control_word):
+        """Save one added feature `name` while the proxy loses its answer as
+        `control_word` says: (outcome, the requests sent, their keys)."""
+        layer.startEditing()
+        feature = QgsFeature(fields)
+        feature.setAttribute("name", name)
+        feature.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(x, x)))
+        layer.addFeature(feature)
+        with open(control, "w") as c:
+            c.write(control_word)
+        start = mark()
+        _, _, outcome = commit(layer)
+        sent = since(start)
+        return outcome, sent, [e.get("headers", {}).get("idempotency-key") for e in sent]
+
     # The connection closed after the request went out: Qt itself sends
     # it again (on a new connection, as it does for a reused one).
-    with open(control, "w") as c:
-        c.write("drop-answer 1")
-    start = mark()
-    ok, secs, outcome = commit(layer)
-    sent = since(start)
-    keys = [e.get("headers", {}).get("idempotency-key") for e in sent]
+    outcome, sent, keys = save_losing("written once", 2, "drop-answer 1")
     result["lost"] = {"kind": outcome.kind, "requests": requests_of(sent), "retries": getattr(outcome, "retries", 0)}
     check(outcome.kind == "saved", f"lost: saved after a retry ({outcome})")
     check(len(sent) >= 2 and len(set(keys)) == 1, f"lost: sent again with the same Idempotency-Key ({keys})")
     # Twice a gateway's 502 after the service committed: the plugin sends it
     # again itself, with the same key, and the service answers what it wrote.
-    layer.startEditing()
-    twice = QgsFeature(fields)
-    twice.setAttribute("name", "written once, after two 502s")
-    twice.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(3, 3)))
-    layer.addFeature(twice)
-    with open(control, "w") as c:
-        c.write("bad-gateway 2")
-    start = mark()
-    ok, secs, outcome = commit(layer)
-    sent = since(start)
-    keys = [e.get("headers", {}).get("idempotency-key") for e in sent]
+    outcome, sent, keys = save_losing("written once, after two 502s", 3, "bad-gateway 2")
     result["lost_502"] = {"kind": outcome.kind, "requests": requests_of(sent), "retries": getattr(outcome, "retries", 0)}
     check(outcome.kind == "saved" and outcome.retries == 2, f"502: saved after two retries of its own ({outcome})")
     check(len(sent) == 3 and len(set(keys)) == 1, f"502: three sends, one Idempotency-Key ({keys})")

@@ -35,6 +35,11 @@ class Answer:
             return None
 
     @property
+    def detail(self):
+        """Why the service refused, in its words (a problem's `detail`), or why no answer came."""
+        return (self.json() or {}).get("detail") or self.error or f"HTTP {self.status}"
+
+    @property
     def lost(self):
         """No answer, or a gateway's or a busy service's: the outcome is not known
         (a keyed request is then sent again and written once)."""
@@ -54,11 +59,6 @@ class Client:
     def get(self, path, headers=None):
         """GET `path` (relative to the service)."""
         return self._send("GET", path, None, headers or {})
-
-    def post(self, path, document, headers=None):
-        """POST `document` (bytes or JSON-able) to `path`."""
-        body = document if isinstance(document, (bytes, bytearray)) else json.dumps(document).encode("utf-8")
-        return self._send("POST", path, body, headers or {})
 
     def post_keyed(self, path, document, headers=None, key=None, on_retry=None):
         """POST under an Idempotency-Key (a new one unless given), sent again

@@ -5,7 +5,7 @@ request of the service's layers and of the plugin."""
 from qgis.core import QgsApplication, QgsAuthMethodConfig, QgsSettings
 
 from .client import Client
-from .edits import layer_source
+from .edits import Schema, layer_source
 
 ROOT = "featurepipe/connections"
 
@@ -56,9 +56,16 @@ def collections(url, authcfg=""):
     """[(id, title)] of the service's collections, or raise with why not."""
     answer = Client(url, authcfg).get("/collections")
     if answer.status != 200:
-        detail = (answer.json() or {}).get("detail") or answer.error or f"HTTP {answer.status}"
-        raise RuntimeError(f"the service's collections could not be read: {detail}")
+        raise RuntimeError(f"the service's collections could not be read: {answer.detail}")
     return [(c["id"], c.get("title") or c["id"]) for c in answer.json().get("collections", [])]
+
+
+def schema(client, collection):
+    """The Schema of `collection` (its `/schema`), or raise with why not."""
+    answer = client.get(f"/collections/{collection}/schema")
+    if answer.status != 200:
+        raise RuntimeError(f"the schema of collection '{collection}' could not be read: {answer.detail}")
+    return Schema(answer.json())
 
 
 def layer(url, collection, authcfg="", name=None):

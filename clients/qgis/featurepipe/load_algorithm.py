@@ -26,8 +26,8 @@ from qgis.core import (
     QgsProcessingOutputNumber,
 )
 
+from . import connections
 from .client import Client
-from .edits import Schema
 
 MODES = ["atomic", "batch", "skip"]
 # About what one request carries (featurepipe push's default).
@@ -112,7 +112,10 @@ class LoadIntoCollection(QgsProcessingAlgorithm):
         run = self.parameterAsString(parameters, self.RUN, context)
         jobs = self.parameterAsInt(parameters, self.JOBS, context)
         client = Client(url, authcfg)
-        schema = self.schema(client, collection)
+        try:
+            schema = connections.schema(client, collection)
+        except RuntimeError as e:
+            raise QgsProcessingException(str(e)) from e
         fields = source.fields()
         sent = [i for i, f in enumerate(fields) if f.name() in schema.known and f.name() not in schema.read_only]
         encode = Encoder(sent, source.sourceCrs())
@@ -143,7 +146,7 @@ class LoadIntoCollection(QgsProcessingAlgorithm):
                                 if e.get("error"))
             else:
                 totals["failed"] += count
-                detail = document.get("detail") or answer.error or f"HTTP {answer.status}"
+                detail = answer.detail
                 problems.append(detail)
                 for e in document.get("errors", [])[:5]:
                     problems.append(f"  {e.get('pointer', '')}: {e.get('message', '')}")
@@ -181,11 +184,4 @@ class LoadIntoCollection(QgsProcessingAlgorithm):
                                          "algorithm again (batches already written are not written again)")
         return {"WRITTEN": totals["written"], "REPLAYED": totals["replayed"]}
 
-    @staticmethod
-    def schema(client, collection):
-        answer = client.get(f"/collections/{collection}/schema")
-        if answer.status != 200:
-            detail = (answer.json() or {}).get("detail") or answer.error or f"HTTP {answer.status}"
-            raise QgsProcessingException(f"collection '{collection}': {detail}")
-        return Schema(answer.json())
 

@@ -18,12 +18,12 @@ import time
 from qgis.core import Qgis, QgsFeature, QgsMessageLog
 from qgis.PyQt.QtCore import QTimer
 
+from . import connections
 from .client import Client
 from .edits import (
     Conflict,
     NotSaveable,
     Outcome,
-    Schema,
     Snapshot,
     featurepipe_source,
     read_answer,
@@ -123,10 +123,10 @@ class Saver:
         """The collection's Schema (read once per layer)."""
         if layer.id() not in self.schemas:
             _, collection, _ = featurepipe_source(layer)
-            answer = self.client(layer).get(f"/collections/{collection}/schema")
-            if answer.status != 200:
-                raise NotSaveable(f"the collection's schema could not be read: HTTP {answer.status} {answer.error}")
-            self.schemas[layer.id()] = Schema(answer.json())
+            try:
+                self.schemas[layer.id()] = connections.schema(self.client(layer), collection)
+            except RuntimeError as e:
+                raise NotSaveable(str(e)) from e
         return self.schemas[layer.id()]
 
     def before_commit(self, layer):
