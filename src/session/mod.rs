@@ -7,6 +7,7 @@
 //! operation under a savepoint and, when one fails, rolls back to it and
 //! sends the rest again: two round trips plus one per failing operation.
 
+mod grouped;
 pub mod input;
 pub mod ogc;
 pub mod report;
@@ -39,6 +40,7 @@ use crate::write::sql::{
     change_item_strict, change_where, insert_strict, ItemChange, NO_SUCH_FEATURE,
 };
 use crate::write::{claim_calls, claim_failed, keyed_connection, store_response_and_commit, Keyed};
+use grouped::Group;
 use ogc::report::{Names, TransactionResponse};
 use report::{Outcome, SessionReport};
 
@@ -246,6 +248,8 @@ pub enum Done {
     Deleted,
     /// An edit by filter: the keys of the features it changed, as text.
     Touched(Vec<String>),
+    /// A change of many features in one statement: each one's answer, in order.
+    Many(Vec<Done>),
 }
 
 /// One message of a flight.
@@ -253,6 +257,8 @@ pub enum Done {
 enum Msg {
     Sql(&'static str),
     Step(usize),
+    /// The statement of [`grouped::Group`] `g`.
+    Group(usize),
     /// Forget expired idempotency keys.
     Expire,
     /// Claim the request's idempotency key.
@@ -271,6 +277,10 @@ pub struct Session<'a> {
     steps: &'a [Step],
     statements: Vec<Stmt>,
     statement_of: Vec<usize>,
+    /// Runs of steps changed by one statement each (atomic sessions).
+    groups: Vec<Group>,
+    /// The statement of each group.
+    group_statement: Vec<usize>,
 }
 
 /// Run a validated session: its report, or, when an atomic session failed
@@ -382,7 +392,13 @@ async fn run(
     reply: Reply<'_>,
 ) -> Result<SessionReport, Error> {
     let (client, statements) = keyed_connection(db, idempotency.is_some()).await?;
-    let mut session = Session::prepare(&client, db.naming(), operations, steps, reply).await?;
+    // Other modes take each operation on its own (savepoints, batches).
+    let groups = match mode {
+        Mode::Atomic => grouped::groups(steps),
+        Mode::Batch | Mode::Skip => Vec::new(),
+    };
+    let work = (operations, steps, groups);
+    let mut session = Session::prepare(&client, db.naming(), work, reply).await?;
     session.keyed = idempotency
         .zip(statements.as_ref())
         .map(|(idem, statements)| Keyed { idem, statements });
@@ -500,19 +516,17 @@ fn batches(operations: &[Operation], size: usize) -> Vec<Range<usize>> {
     batches
 }
 
-/// Every distinct statement of `steps` prepared on `client`, all in one
-/// round trip (cached per connection), and which one each step runs.
-async fn prepare_steps(
+/// Every distinct statement of `sqls` prepared on `client`, all in one
+/// round trip (cached per connection), and which one each of `sqls` is.
+async fn prepare_distinct(
     client: &TxGuard,
     naming: Naming,
-    steps: &[Step],
+    all: impl Iterator<Item = String>,
 ) -> Result<(Vec<Stmt>, Vec<usize>), Error> {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut sqls = Vec::new();
-    let statement_of = steps
-        .iter()
-        .map(|step| {
-            let sql = step.sql();
+    let statement_of = all
+        .map(|sql| {
             *index.entry(sql.clone()).or_insert_with(|| {
                 sqls.push(sql);
                 sqls.len() - 1
@@ -538,15 +552,18 @@ async fn prepare_steps(
 }
 
 impl<'a> Session<'a> {
-    /// Prepare every distinct statement, all in one round trip (cached per connection).
+    /// Prepare every distinct statement of the steps and `groups`, all in
+    /// one round trip (cached per connection).
     async fn prepare(
         client: &'a TxGuard,
         naming: Naming,
-        operations: &'a [Operation],
-        steps: &'a [Step],
+        (operations, steps, groups): (&'a [Operation], &'a [Step], Vec<Group>),
         reply: Reply<'a>,
     ) -> Result<Session<'a>, Error> {
-        let (statements, statement_of) = prepare_steps(client, naming, steps).await?;
+        let sqls = steps.iter().map(Step::sql);
+        let all = sqls.chain(groups.iter().map(|g| g.sql.clone()));
+        let (statements, mut statement_of) = prepare_distinct(client, naming, all).await?;
+        let group_statement = statement_of.split_off(steps.len());
         Ok(Session {
             client,
             keyed: None,
@@ -556,6 +573,8 @@ impl<'a> Session<'a> {
             steps,
             statements,
             statement_of,
+            groups,
+            group_statement,
         })
     }
 
@@ -570,6 +589,7 @@ impl<'a> Session<'a> {
                         self.client.batch_execute(sql).await.map(|()| Done::Control)
                     }) as Call<'_, _>,
                     Msg::Step(i) => Box::pin(self.step(*i)),
+                    Msg::Group(g) => Box::pin(self.group(*g)),
                     Msg::Expire | Msg::Claim => Box::pin(self.claim(matches!(msg, Msg::Claim))),
                 })
                 .collect();
@@ -642,23 +662,59 @@ impl<'a> Session<'a> {
     /// One transaction: BEGIN, every statement, COMMIT in one flight. With an
     /// Idempotency-Key, the key is claimed after BEGIN and the response stored
     /// before COMMIT, which then waits for the answers (one more round trip).
+    /// Runs of the same change go as one statement each ([`grouped`]); when
+    /// one fails, the transaction is sent again a statement a feature, to
+    /// name the failing one.
     async fn atomic(
         &self,
         batches: &[Range<usize>],
         outcome: &mut Outcome,
         mode: Mode,
     ) -> Result<(), Error> {
+        let grouped = !self.groups.is_empty();
+        if grouped && self.atomic_flight(batches, outcome, mode, true).await? {
+            return Ok(());
+        }
+        self.atomic_flight(batches, outcome, mode, false)
+            .await
+            .map(drop)
+    }
+
+    /// [`Session::atomic`]'s transaction, its runs of changes `grouped` or
+    /// not: false when a group failed and the transaction was rolled back.
+    async fn atomic_flight(
+        &self,
+        batches: &[Range<usize>],
+        outcome: &mut Outcome,
+        mode: Mode,
+        grouped: bool,
+    ) -> Result<bool, Error> {
         let mut msgs = vec![Msg::Sql("BEGIN")];
         if self.keyed.is_some() {
             msgs.extend([Msg::Expire, Msg::Claim]);
         }
-        self.step_msgs(0..self.operations.len(), &mut msgs);
+        match grouped {
+            true => self.grouped_msgs(&mut msgs),
+            false => self.step_msgs(0..self.operations.len(), &mut msgs),
+        }
         if self.keyed.is_none() {
             msgs.push(Msg::Sql("COMMIT"));
         }
         self.client.set_open(true);
         let started = Instant::now();
         let (answers, commit_sent) = self.flight(&msgs).await;
+        let answers = match grouped::expand(&msgs, answers) {
+            Some(answers) => answers,
+            None => {
+                // Aborted: a queued COMMIT has ended it; else end it here.
+                if self.keyed.is_some() {
+                    let rollback = self.flight(&[Msg::Sql("ROLLBACK")]).await.0.pop();
+                    check_control(rollback, "rolling back")?;
+                }
+                self.client.set_open(false);
+                return Ok(false);
+            }
+        };
         let mut answers = answers.into_iter();
         let everything = 0..self.operations.len();
         match answers.next() {
@@ -666,7 +722,7 @@ impl<'a> Session<'a> {
             Some(Err(e)) if self.keyed.is_none() && commit_sent && e.as_db_error().is_none() => {
                 self.client.set_open(false);
                 outcome.lost_with_commit(everything, 0..batches.len());
-                return Ok(());
+                return Ok(true);
             }
             begin => check_control(begin, "starting the transaction")?,
         }
@@ -688,12 +744,12 @@ impl<'a> Session<'a> {
             Some(keyed) => {
                 self.store_and_commit(keyed, outcome, mode, batches.len())
                     .await;
-                return Ok(());
+                return Ok(true);
             }
         };
         self.client.set_open(false);
         outcome.finish_transaction(everything, commit, 0..batches.len());
-        Ok(())
+        Ok(true)
     }
 
     /// Store the report under the key and COMMIT (one flight). Committed if

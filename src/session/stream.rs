@@ -23,7 +23,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::report::{Outcome, SessionReport, BYTES_PER_RESULT};
 use super::{
-    check_lead, insert_operation, insert_step, prepare_steps, Done, Mode, Msg, Operation, Reply,
+    check_lead, insert_operation, insert_step, prepare_distinct, Done, Mode, Msg, Operation, Reply,
     Session, Step, SKIP_LEAD,
 };
 use crate::budget::{Budget, Busy, Exhausted, Held};
@@ -297,11 +297,18 @@ impl Streaming {
                 .is_some_and(|msg| !matches!(msg, Msg::Sql("BEGIN")))
             {
                 // A failure is still to be undone: before anything new is prepared.
-                let session = Session::prepare(&client, naming, &[], &[], Reply::Report).await?;
+                let session =
+                    Session::prepare(&client, naming, (&[], &[], Vec::new()), Reply::Report)
+                        .await?;
                 session.send_lead(&mut lead).await?;
             }
-            let mut session =
-                Session::prepare(&client, naming, &operations, &steps, Reply::Report).await?;
+            let mut session = Session::prepare(
+                &client,
+                naming,
+                (&operations, &steps, Vec::new()),
+                Reply::Report,
+            )
+            .await?;
             session.first = ops.start;
             session
                 .skip_through(self.batch_size, &mut outcome, &mut lead)
@@ -317,7 +324,8 @@ impl Streaming {
         let all = 0..outcome.operations();
         outcome.grow(&[], std::slice::from_ref(&all));
         let idempotency = idempotency.map(|idem| Idempotency { hash, ..idem });
-        let mut session = Session::prepare(&client, naming, &[], &[], Reply::Report).await?;
+        let mut session =
+            Session::prepare(&client, naming, (&[], &[], Vec::new()), Reply::Report).await?;
         session.keyed = idempotency
             .as_ref()
             .zip(statements.as_ref())
@@ -363,7 +371,8 @@ impl<'c> Batches<'c> {
     ) -> Result<(), Error> {
         let client = self.client;
         // Cached on the connection after the first batch: no round trip.
-        let (statements, statement_of) = prepare_steps(client, db.naming(), &steps).await?;
+        let sqls = steps.iter().map(Step::sql);
+        let (statements, statement_of) = prepare_distinct(client, db.naming(), sqls).await?;
         client.set_open(true);
         self.flight.send(control(client, "BEGIN")).await;
         for (step, &s) in steps.iter_mut().zip(&statement_of) {

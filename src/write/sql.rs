@@ -244,7 +244,7 @@ fn change_item_then(
         ),
         ItemChange::Replace(columns) | ItemChange::Update(columns) => {
             let replace = matches!(change, ItemChange::Replace(_));
-            let sets = assignments(coll, columns, replace, crs.srid, 4);
+            let sets = assignments(coll, columns, replace, crs.srid, |i| format!("${}", i + 4));
             if sets.is_empty() {
                 // Nothing to change: the locked row as it is.
                 let done = format!(
@@ -269,21 +269,21 @@ fn change_item_then(
     )
 }
 
-/// The `SET` list writing `columns` from parameters `$first`…, on a
-/// replace every other writable column to its default, and the
-/// last-modified column to now.
+/// The `SET` list writing `columns` from `arg(0)`, `arg(1)`… (parameters,
+/// or elements of them), on a replace every other writable column to its
+/// default, and the last-modified column to now.
 fn assignments(
     coll: &Collection,
     columns: &[usize],
     replace: bool,
     srid: i32,
-    first: usize,
+    arg: impl Fn(usize) -> String,
 ) -> Vec<String> {
     let mut sets = Vec::new();
     for (ci, column) in coll.columns.iter().enumerate() {
         let given = columns.iter().position(|&c| c == ci);
         let value = if let Some(i) = given {
-            param_expr(coll, ci, &format!("${}", i + first), srid)
+            param_expr(coll, ci, &arg(i), srid)
         } else if replace && Some(ci) != coll.primary_key && !coll.kept_on_change(ci) {
             "DEFAULT".to_owned()
         } else {
@@ -295,6 +295,66 @@ fn assignments(
         sets.push(format!("{} = now()", quote_ident(&coll.columns[ci].name)));
     }
     sets
+}
+
+/// One statement making `change` to many features at once: their keys
+/// bound as `$1` (`text[]`), each one's If-Match tag as `$2` (`text[]`,
+/// NULL for none) and the values of the change's columns from `$3` on, an
+/// array each (geometries in `srid`). It answers each feature's place in
+/// the arrays (from 1) with its new ETag (NULL after a delete), and fails
+/// unless every feature existed, matched its tag and was changed exactly
+/// once (a trigger, a row security policy or a repeated key may say
+/// otherwise): the caller then sends them one by one to learn which failed.
+/// `None` when a column cannot be bound as an array, or nothing is set.
+///
+/// The tag is compared in the UPDATE's own condition, which a concurrent
+/// change makes the database evaluate again on the row as it is now.
+pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Option<String> {
+    let table = coll.qualified_name();
+    let pk = coll.primary_key?;
+    let key = format!(
+        "{} = u.id::{}",
+        read_sql::col(coll, pk),
+        coll.columns[pk].exact_type_sql
+    );
+    let tag_holds = "(u.tag IS NULL OR u.tag = '*' OR u.tag = md5(t::text))";
+    let columns = match change {
+        ItemChange::Replace(columns) | ItemChange::Update(columns) => columns,
+        ItemChange::Delete => &[],
+    };
+    let mut arrays = vec!["$1::text[]".to_owned(), "$2::text[]".to_owned()];
+    let mut names = vec!["id".to_owned(), "tag".to_owned()];
+    for (i, &ci) in columns.iter().enumerate() {
+        arrays.push(format!("${}::{}[]", i + 3, bound_type(coll, ci)?));
+        names.push(format!("c{i}"));
+    }
+    names.push("n".to_owned());
+    let done = match change {
+        ItemChange::Delete => format!(
+            "DELETE FROM {table} AS t USING u WHERE {key} AND {tag_holds} RETURNING u.n, NULL::text"
+        ),
+        ItemChange::Replace(_) | ItemChange::Update(_) => {
+            let replace = matches!(change, ItemChange::Replace(_));
+            let sets = assignments(coll, columns, replace, srid, |i| format!("u.c{i}"));
+            if sets.is_empty() {
+                return None;
+            }
+            format!(
+                "UPDATE {table} AS t SET {} FROM u WHERE {key} AND {tag_holds} \
+                 RETURNING u.n, md5(t::text)",
+                sets.join(", ")
+            )
+        }
+    };
+    Some(format!(
+        "WITH u AS (SELECT * FROM unnest({}) WITH ORDINALITY AS u({})), done(n, etag) AS ({done}) \
+         SELECT n, etag FROM done UNION ALL \
+         SELECT NULL::int8, featurepipe.fail('P0001', 'a change of many features did not change each one once')::text \
+           FROM (SELECT count(*), count(DISTINCT n) FROM done) AS c(rows, features) \
+          WHERE c.rows <> cardinality($1::text[]) OR c.features <> c.rows",
+        arrays.join(", "),
+        names.join(", "),
+    ))
 }
 
 /// The statement that changes every feature `condition` selects (an edit
@@ -309,7 +369,8 @@ pub fn change_where(
 ) -> String {
     let table = coll.qualified_name();
     let returning = returning_key(coll);
-    match columns.map(|columns| assignments(coll, columns, false, srid, 1)) {
+    let param = |i: usize| format!("${}", i + 1);
+    match columns.map(|columns| assignments(coll, columns, false, srid, param)) {
         None => format!("DELETE FROM {table} AS t WHERE {condition}{returning}"),
         // Nothing to change: the selected rows, locked as an update would.
         Some(sets) if sets.is_empty() => {

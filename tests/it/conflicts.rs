@@ -82,11 +82,19 @@ async fn session(
     column: &str,
     ids: [i32; 2],
 ) -> TestResponse {
+    // The first also writes its point as it is, so that the two are two
+    // statements: a run of the same change is one, whose row locks are all
+    // taken before an AFTER trigger reaches the gate.
     let operations: Vec<Value> = ids
         .iter()
-        .map(|id| {
-            json!({"op": "update", "collection": "pts", "id": id,
-                         "patch": {"properties": {column: format!("{column}{id}")}}})
+        .enumerate()
+        .map(|(k, id)| {
+            let mut patch = json!({"properties": {column: format!("{column}{id}")}});
+            if k == 0 {
+                let at = f64::from(id - 1);
+                patch["geometry"] = json!({"type": "Point", "coordinates": [at, at]});
+            }
+            json!({"op": "update", "collection": "pts", "id": id, "patch": patch})
         })
         .collect();
     let mut headers = vec![("content-type", "application/json")];

@@ -26,6 +26,7 @@ mod filtered_sync;
 mod filters;
 mod geography_bbox;
 mod geometries;
+mod grouped_changes;
 mod hostile;
 mod html;
 mod http_details;

@@ -1,0 +1,228 @@
+//! Changes of many features in one statement. In an atomic session, a run
+//! of updates (or replaces, or deletes) of one collection writing the same
+//! columns is sent as one statement over arrays ([`change_many`]), not one
+//! statement a feature: 1,000 changes took the database 111 ms one by one.
+//! When such a statement fails, the session is rolled back and sent again
+//! one statement a feature, which names the failing feature and field.
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::Arc;
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Error as PgError;
+
+use super::{Done, Msg, Session, Step, StepKind};
+use crate::feature::value::SqlValue;
+use crate::write::sql::{change_many, ItemChange};
+
+/// Steps changed by one statement.
+#[derive(Debug)]
+pub struct Group {
+    /// The steps, in the session's list.
+    pub steps: Range<usize>,
+    /// The statement ([`change_many`]).
+    pub sql: String,
+}
+
+/// The change `step` makes, when one statement can make it together with
+/// others: an update, replace or delete of a feature of a table on one
+/// server, under at most one plain If-Match tag.
+fn change_of(step: &Step) -> Option<ItemChange<'_>> {
+    let tags_fit = match &step.if_match {
+        None => true,
+        Some(tags) => matches!(tags.as_slice(), [tag] if !tag.starts_with('!')),
+    };
+    if !tags_fit || step.id.is_none() || step.coll.distributed {
+        // Citus routes one statement's rows shard by shard, and does not
+        // join a distributed table to an array.
+        return None;
+    }
+    match &step.kind {
+        StepKind::Replace(columns) => Some(ItemChange::Replace(columns)),
+        StepKind::Update(columns) => Some(ItemChange::Update(columns)),
+        StepKind::Delete => Some(ItemChange::Delete),
+        _ => None,
+    }
+}
+
+/// Whether `a` and `b` make the same change (collection, kind, columns and
+/// CRS): one statement can make both.
+fn same_change(a: &Step, b: &Step) -> bool {
+    let same_kind = match (&a.kind, &b.kind) {
+        (StepKind::Replace(x), StepKind::Replace(y))
+        | (StepKind::Update(x), StepKind::Update(y)) => x == y,
+        (StepKind::Delete, StepKind::Delete) => true,
+        _ => false,
+    };
+    same_kind && Arc::ptr_eq(&a.coll, &b.coll) && a.srid == b.srid
+}
+
+/// The runs of `steps` (of two steps or more) that one statement each can
+/// change, in order. A run never holds a key twice: a second change of a
+/// feature sees the first.
+pub fn groups(steps: &[Step]) -> Vec<Group> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    while start < steps.len() {
+        let Some(change) = change_of(&steps[start]) else {
+            start += 1;
+            continue;
+        };
+        let mut ids = HashSet::new();
+        let mut end = start;
+        while end < steps.len()
+            && change_of(&steps[end]).is_some()
+            && same_change(&steps[start], &steps[end])
+            && ids.insert(steps[end].id.as_deref())
+        {
+            end += 1;
+        }
+        if end - start > 1 {
+            if let Some(sql) = change_many(&steps[start].coll, change, steps[start].srid) {
+                groups.push(Group {
+                    steps: start..end,
+                    sql,
+                });
+            }
+        }
+        start = end;
+    }
+    groups
+}
+
+impl Session<'_> {
+    /// The statements of every operation, a group's as one message.
+    pub(super) fn grouped_msgs(&self, msgs: &mut Vec<Msg>) {
+        let mut groups = self.groups.iter().enumerate().peekable();
+        let mut steps = self.operations.iter().flat_map(|op| op.steps.clone());
+        while let Some(s) = steps.next() {
+            match groups.next_if(|(_, g)| g.steps.start == s) {
+                Some((g, group)) => {
+                    msgs.push(Msg::Group(g));
+                    // The group's other steps are in its message.
+                    steps.by_ref().take(group.steps.len() - 1).for_each(drop);
+                }
+                None => msgs.push(Msg::Step(s)),
+            }
+        }
+    }
+
+    /// Execute group `g`: one answer per step, in order.
+    pub(super) async fn group(&self, g: usize) -> Result<Done, PgError> {
+        let group = &self.groups[g];
+        let steps = &self.steps[group.steps.clone()];
+        let ids: Vec<Option<&str>> = steps.iter().map(|s| s.id.as_deref()).collect();
+        let tags: Vec<Option<&String>> = steps
+            .iter()
+            .map(|s| s.if_match.as_ref().and_then(|tags| tags.first()))
+            .collect();
+        let columns: Vec<Vec<&SqlValue>> = (0..steps[0].values.len())
+            .map(|c| steps.iter().map(|s| &s.values[c]).collect())
+            .collect();
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&ids, &tags];
+        params.extend(columns.iter().map(|c| c as &(dyn ToSql + Sync)));
+        let statement = &self.statements[self.group_statement[g]];
+        let rows = statement.query(self.client, &params).await?;
+        let mut done: Vec<Done> = steps.iter().map(|_| Done::Deleted).collect();
+        for row in rows {
+            let (n, etag): (i64, Option<String>) = (row.get(0), row.get(1));
+            if let (Some(etag), Some(slot)) = (etag, done.get_mut(n as usize - 1)) {
+                *slot = Done::Etag(etag);
+            }
+        }
+        Ok(Done::Many(done))
+    }
+}
+
+/// The answers of a flight of `msgs`, one per statement of a step: each
+/// group's expanded. `None` when a group failed in the database (its
+/// transaction is aborted, and which feature failed is not known). A
+/// group lost with the connection ends the answers: every later one was lost too.
+pub(super) fn expand(
+    msgs: &[Msg],
+    answers: Vec<Result<Done, PgError>>,
+) -> Option<Vec<Result<Done, PgError>>> {
+    let mut expanded = Vec::with_capacity(answers.len());
+    for (msg, answer) in msgs.iter().zip(answers) {
+        match (msg, answer) {
+            (Msg::Group(_), Ok(Done::Many(dones))) => expanded.extend(dones.into_iter().map(Ok)),
+            (Msg::Group(_), Err(e)) if e.as_db_error().is_some() => return None,
+            (Msg::Group(_), Err(lost)) => {
+                expanded.push(Err(lost));
+                break;
+            }
+            (Msg::Group(g), Ok(_)) => unreachable!("group {g} answers one result per step"),
+            (_, answer) => expanded.push(answer),
+        }
+    }
+    Some(expanded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Collection, Column, ColumnType, ScalarType};
+    use crate::geometry::GeometryColumn;
+
+    /// `public.{id}`, keyed by `id`, with a point.
+    fn table(id: &str) -> Collection {
+        let geom = GeometryColumn::from_typmod((4326 << 8) | (1 << 2), false);
+        let columns = vec![
+            Column::new("id", ColumnType::Scalar(ScalarType::Int4)),
+            Column::new("geom", ColumnType::Geometry(geom)),
+        ];
+        Collection::new(id, columns, 1)
+    }
+
+    fn step(coll: &Arc<Collection>, kind: StepKind, id: &str, tag: Option<&str>) -> Step {
+        Step {
+            coll: coll.clone(),
+            kind,
+            id: Some(id.to_owned()),
+            values: Vec::new(),
+            if_match: tag.map(|t| vec![t.to_owned()]),
+            srid: 4326,
+        }
+    }
+
+    fn runs(steps: &[Step]) -> Vec<Range<usize>> {
+        groups(steps).into_iter().map(|g| g.steps).collect()
+    }
+
+    #[test]
+    fn runs_of_the_same_change_are_grouped() {
+        let coll = Arc::new(table("a"));
+        let other = Arc::new(table("b"));
+        let steps = vec![
+            step(&coll, StepKind::Delete, "1", None),
+            step(&coll, StepKind::Delete, "2", Some("abc")),
+            step(&coll, StepKind::Delete, "3", None),
+            // Another table.
+            step(&other, StepKind::Delete, "4", None),
+            step(&other, StepKind::Delete, "5", None),
+            // A key again: the second change must see the first.
+            step(&other, StepKind::Delete, "5", None),
+            // If-None-Match, and two tags: one at a time.
+            step(&other, StepKind::Delete, "6", Some("!abc")),
+            step(&other, StepKind::Delete, "7", None),
+        ];
+        assert_eq!(runs(&steps), [0..3, 3..5]);
+    }
+
+    #[test]
+    fn single_changes_and_other_kinds_are_not() {
+        let coll = Arc::new(table("a"));
+        let mut distributed = table("b");
+        distributed.distributed = true;
+        let distributed = Arc::new(distributed);
+        let steps = vec![
+            step(&coll, StepKind::Delete, "1", None),
+            step(&coll, StepKind::Missing, "x", None),
+            step(&coll, StepKind::Delete, "2", None),
+            step(&distributed, StepKind::Delete, "3", None),
+            step(&distributed, StepKind::Delete, "4", None),
+        ];
+        assert!(runs(&steps).is_empty());
+    }
+}
