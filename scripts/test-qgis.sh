@@ -291,6 +291,7 @@ CREATE TABLE plain (id serial PRIMARY KEY, name text NOT NULL DEFAULT 'unnamed',
 INSERT INTO plain (name, kind, geom) VALUES ('seed', 'seed', 'SRID=4326;POINT(0 0)');
 CREATE TABLE loaded (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 CREATE TABLE pushed (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
+CREATE TABLE loaded_part (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 SQL
 python3 - "$run/points.geojson" <<'PY'
 import json, sys
@@ -356,6 +357,7 @@ check "plugin: plain: 1,000 added, changed and deleted (the seed left)" "1 seed"
 check "plugin: plain: the sequence drew 1,000 keys" 1001 "$(q "SELECT last_value FROM plain_id_seq")"
 check "plugin: the Processing load" 100000 "$(q "SELECT count(*) FROM loaded")"
 check "plugin: push of the same file" 100000 "$(q "SELECT count(*) FROM pushed")"
+check "plugin: the Processing load of 5,000 of them, in batches" "5000 4999" "$(q "SELECT count(*) || ' ' || max(n) FROM loaded_part")"
 load_s=$(pr 'r.get("load", {}).get("seconds")')
 echo "test-qgis: plugin: add $(pr 'r.get("add", {}).get("seconds")') s, change $(pr 'r.get("change", {}).get("seconds")') s, delete $(pr 'r.get("delete", {}).get("seconds")') s (1,000 features, 50 ms away, one request each; a table with an AFTER trigger); without a trigger: $(pr 'r.get("plain")'); load of 100,000 points $load_s s, push $push_s s" >&2
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(f"  {k}: {json.dumps(v)[:400]}") for k, v in r.items() if k not in ("messages",)]' "$run/plugin-result.json" >&2

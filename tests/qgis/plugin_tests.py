@@ -33,6 +33,7 @@ from qgis.core import (
     QgsFeature,
     QgsGeometry,
     QgsPointXY,
+    QgsProcessingFeatureSourceDefinition,
     QgsProject,
     QgsVectorLayer,
 )
@@ -385,6 +386,10 @@ def run():
     result["load"]["again_written"], result["load"]["again_replayed"] = again["WRITTEN"], again["REPLAYED"]
     check(first["WRITTEN"] == 100000, f"load: 100,000 written ({first})")
     check(again["WRITTEN"] == 0 and again["REPLAYED"] == 100000, f"load: run again, nothing written twice ({again})")
+    # Part of the file (a limit) is not sent as it is: read through QGIS, in batches.
+    part = QgsProcessingFeatureSourceDefinition(geojson, False, 5000)
+    limited = processing.run("featurepipe:load", dict(params, INPUT=part, COLLECTION="loaded_part"))
+    check(limited["WRITTEN"] == 5000, f"load: the first 5,000 features, in batches ({limited})")
 
 
 try:
