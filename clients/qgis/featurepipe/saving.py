@@ -3,8 +3,8 @@ edit session (`POST /transactions`), in place of QGIS's provider, which
 would send one request per feature.
 
 QGIS emits `beforeCommitChanges` before its provider writes anything. The
-plugin then sends the session, and empties the edit buffer
-(`rollBack(False)`), so that QGIS's own commit that follows writes nothing.
+plugin then sends the session, and empties the edit buffer (`drop_edits`),
+so that QGIS's own commit that follows writes nothing.
 Saved: the layer reads the service again (its pages, as when it was opened;
 no read per feature) and shows the new features with their keys. Not saved:
 the edits are put back into the buffer once QGIS's commit has returned, so
@@ -31,6 +31,18 @@ from .edits import (
 )
 
 TAG = "featurepipe"
+
+
+def drop_edits(layer):
+    """Empty `layer`'s edit buffer, so that QGIS's commit that follows
+    writes nothing, without undoing its edits one by one as `rollBack`
+    does: undoing an attribute change made without its old value reads the
+    feature again (0.1 s for 1,000 changes). The undo stack is cleared, so
+    that there is nothing to undo, the buffer dropped and a new one started,
+    which QGIS's commit then finds empty."""
+    layer.undoStack().clear()
+    layer.rollBack(True)
+    layer.startEditing()
 
 
 class Stash:
@@ -139,7 +151,9 @@ class Saver:
         outcome, keys = self.save(layer, snapshot)
         outcome.timing["snapshot"] = round(taken - started, 3)
         stash = Stash(snapshot, keys)
-        layer.rollBack(False)
+        emptying = time.monotonic()
+        drop_edits(layer)
+        outcome.timing["emptying"] = round(time.monotonic() - emptying, 3)
         self.outcomes[layer.id()] = outcome
         self.pending[layer.id()] = (outcome, stash)
         # After QGIS's commit has returned (and left editing, if it does).
