@@ -291,6 +291,8 @@ CREATE TABLE plain (id serial PRIMARY KEY, name text NOT NULL DEFAULT 'unnamed',
 INSERT INTO plain (name, kind, geom) VALUES ('seed', 'seed', 'SRID=4326;POINT(0 0)');
 CREATE TABLE loaded (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 CREATE TABLE pushed (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
+CREATE TABLE timed_load (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
+CREATE TABLE timed_push (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 CREATE TABLE loaded_part (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 SQL
 python3 - "$run/points.geojson" <<'PY'
@@ -321,9 +323,11 @@ for p in $plugin_port $slow_port; do
 done
 : > "$run/plugin-proxy.log"
 shot=${FEATUREPIPE_QGIS_SCREENSHOT:+$inside/conflict.png}
+# The service's binary, for `featurepipe push` beside the algorithm.
+cp "$bin" "$run/featurepipe"
 qgis_run plugin_tests.py plugin "$inside/featurepipe.zip" "http://127.0.0.1:$plugin_port" \
     "http://127.0.0.1:$slow_port" "$inside/plugin-proxy.log" "$inside/control" "$key" \
-    "http://127.0.0.1:$auth_port" "$inside/points.geojson" $shot
+    "http://127.0.0.1:$auth_port" "$inside/points.geojson" "$inside/featurepipe" $shot
 plugin_rc=$qgis_rc presult=$result
 if [ -n "$shot" ] && [ -f "$run/conflict.png" ]; then
     cp "$run/conflict.png" "$FEATUREPIPE_QGIS_SCREENSHOT"
@@ -357,9 +361,10 @@ check "plugin: plain: 1,000 added, changed and deleted (the seed left)" "1 seed"
 check "plugin: plain: the sequence drew 1,000 keys" 1001 "$(q "SELECT last_value FROM plain_id_seq")"
 check "plugin: the Processing load" 100000 "$(q "SELECT count(*) FROM loaded")"
 check "plugin: push of the same file" 100000 "$(q "SELECT count(*) FROM pushed")"
+check "plugin: side by side, the algorithm's loads and push's" "500000 500000" "$(q "SELECT (SELECT count(*) FROM timed_load) || ' ' || (SELECT count(*) FROM timed_push)")"
 check "plugin: the Processing load of 5,000 of them, in batches" "5000 4999" "$(q "SELECT count(*) || ' ' || max(n) FROM loaded_part")"
 load_s=$(pr 'r.get("load", {}).get("seconds")')
-echo "test-qgis: plugin: add $(pr 'r.get("add", {}).get("seconds")') s, change $(pr 'r.get("change", {}).get("seconds")') s, delete $(pr 'r.get("delete", {}).get("seconds")') s (1,000 features, 50 ms away, one request each; a table with an AFTER trigger); without a trigger: $(pr 'r.get("plain")'); load of 100,000 points $load_s s, push $push_s s" >&2
+echo "test-qgis: plugin: add $(pr 'r.get("add", {}).get("seconds")') s, change $(pr 'r.get("change", {}).get("seconds")') s, delete $(pr 'r.get("delete", {}).get("seconds")') s (1,000 features, 50 ms away, one request each; a table with an AFTER trigger); without a trigger: $(pr 'r.get("plain")'); load of 100,000 points $load_s s, push $push_s s; side by side (5 each, taking turns): $(pr 'r.get("side_by_side")')" >&2
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(f"  {k}: {json.dumps(v)[:400]}") for k, v in r.items() if k not in ("messages",)]' "$run/plugin-result.json" >&2
 cat "$checks" >&2
 echo "test-qgis: chroot ready in $((t_chroot - t0)) s, QGIS ran $((t_done - t_qgis)) s, $(($(date +%s) - t0)) s in all" >&2

@@ -21,6 +21,8 @@ last line of stdout is `RESULT {json}`.
 """
 import json
 import os
+import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -40,8 +42,10 @@ from qgis.core import (
 
 from harness import ProxyLog, check, failures
 
-plugin_zip, url, slow_url, proxy_log, control, api_key, direct_url, geojson = sys.argv[1:9]
-screenshot = sys.argv[9] if len(sys.argv) > 9 else ""
+plugin_zip, url, slow_url, proxy_log, control, api_key, direct_url, geojson, push_bin = sys.argv[1:10]
+screenshot = sys.argv[10] if len(sys.argv) > 10 else ""
+# Loads by the algorithm and by `featurepipe push`, interleaved, for the figures.
+SIDE_BY_SIDE_RUNS = 5
 
 app = QgsApplication([], True)
 app.initQgis()
@@ -390,6 +394,22 @@ def run():
     part = QgsProcessingFeatureSourceDefinition(geojson, False, 5000)
     limited = processing.run("featurepipe:load", dict(params, INPUT=part, COLLECTION="loaded_part"))
     check(limited["WRITTEN"] == 5000, f"load: the first 5,000 features, in batches ({limited})")
+
+    # 11. The algorithm beside `featurepipe push` on the same file, taking
+    # turns, each run a new load (its own run name).
+    loads, pushes = [], []
+    for i in range(SIDE_BY_SIDE_RUNS):
+        t = time.monotonic()
+        timed = processing.run("featurepipe:load", dict(params, COLLECTION="timed_load", RUN=f"timed {i}"))
+        loads.append(round(time.monotonic() - t, 3))
+        t = time.monotonic()
+        pushed = subprocess.run([push_bin, "push", geojson, "--collection", "timed_push", "--url", direct_url,
+                                 "--api-key", api_key, "--run", f"timed {i}"], capture_output=True, text=True)
+        pushes.append(round(time.monotonic() - t, 3))
+        check(timed["WRITTEN"] == 100000 and pushed.returncode == 0,
+              f"side by side {i}: both wrote ({timed}, {pushed.stderr[-300:]})")
+    result["side_by_side"] = {"load": loads, "push": pushes,
+                              "ratio": round(statistics.median(loads) / statistics.median(pushes), 2)}
 
 
 try:
