@@ -7,6 +7,7 @@ pub mod extent;
 pub mod filter;
 pub mod jsonfg;
 pub mod params;
+pub mod reach;
 pub mod sql;
 
 use chrono::{DateTime, Utc};
@@ -103,18 +104,31 @@ pub struct Page {
 
 type Params = Vec<Box<dyn ToSql + Sync + Send>>;
 
-/// ` WHERE …` for the query's filters, appending their parameters.
-fn conditions(coll: &Collection, query: &ItemsQuery, params: &mut Params) -> String {
+/// ` WHERE …` for the query's filters, appending their parameters; each
+/// part of the bbox with its [`reach`] in the geometry column's SRID, when
+/// it has one.
+fn conditions(
+    coll: &Collection,
+    query: &ItemsQuery,
+    reaches: &[Option<[f64; 4]>],
+    params: &mut Params,
+) -> String {
     let mut conds = Vec::new();
     if let Some(bbox) = &query.bbox {
         let parts: Vec<String> = bbox
             .parts()
             .into_iter()
-            .map(|b| {
-                let (cond, covered) = sql::bbox_intersects(coll, params.len() + 1, bbox.srid);
+            .enumerate()
+            .map(|(k, b)| {
+                let reach = reaches.get(k).copied().flatten();
+                let n = params.len() + 1;
+                let (cond, covered) = sql::bbox_intersects(coll, n, bbox.srid, reach.is_some());
                 params.extend(b.map(|v| Box::new(v) as Box<dyn ToSql + Sync + Send>));
                 if covered {
                     params.push(Box::new(cover::covering_points(b)));
+                }
+                for v in reach.into_iter().flatten() {
+                    params.push(Box::new(v));
                 }
                 cond
             })
@@ -163,8 +177,18 @@ pub fn read_error(doing: &str, err: &tokio_postgres::Error) -> Error {
 /// One page of features matching `query`, with the total count, in one round trip.
 pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Result<Page, Error> {
     let client = db.connection().await?;
+    let mut reaches = Vec::new();
+    if let Some((bbox, to)) = query
+        .bbox
+        .as_ref()
+        .and_then(|b| Some((b, sql::bbox_reach_srid(coll, b.srid)?)))
+    {
+        for part in bbox.parts() {
+            reaches.push(reach::extent_in(&client, db.naming(), part, bbox.srid, to).await);
+        }
+    }
     let mut params: Params = Vec::new();
-    let filter = conditions(coll, query, &mut params);
+    let filter = conditions(coll, query, &reaches, &mut params);
     let order = sql::order_by(coll, query.sortby.as_ref().map_or(&[][..], |(by, _)| by));
     let hidden: Vec<usize> = match &query.properties {
         Some((shown, _)) => sql::property_columns(coll)

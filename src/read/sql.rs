@@ -233,10 +233,21 @@ pub fn time_meets(coll: &Collection, t: Temporal, n: usize) -> String {
     )
 }
 
+/// The SRID of `coll`'s geometry column when a box in `srid` is compared
+/// with its geometries in the box's CRS ([`bbox_intersects`]): a geometry
+/// column of another, known SRID, whose spatial index is narrowed by the
+/// box's [`reach`](super::reach) in its own.
+pub fn bbox_reach_srid(coll: &Collection, srid: i32) -> Option<i32> {
+    let gc = coll.geometry_column();
+    (!gc.geography && gc.srid != 0 && gc.srid != srid).then_some(gc.srid)
+}
+
 /// The feature geometry intersects the box `$n..$n+3` (min x, min y, max x,
 /// max y) in SRID `srid`; with `true`, the condition also takes the box's
-/// [`covering_points`](super::cover::covering_points) as `$n+4`.
-pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> (String, bool) {
+/// [`covering_points`](super::cover::covering_points) as `$n+4`. With
+/// `reached` (a column of [`bbox_reach_srid`]), the box's extent in the
+/// column's SRID narrows the rows by the index, as `$n+4..$n+7`.
+pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32, reached: bool) -> (String, bool) {
     let g = col(coll, coll.geometry);
     let gc = coll.geometry_column();
     let env = format!(
@@ -270,7 +281,25 @@ pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32) -> (String, bool)
         ),
         // Unconstrained columns may mix SRIDs, which ST_Intersects refuses.
         (false, 0) => (format!("{g} && {env}"), false),
-        (false, s) => (format!("ST_Intersects({g}, {})", env_in(s)), false),
+        (false, s) if s == srid => (format!("ST_Intersects({g}, {env})"), false),
+        // In the box's CRS, where its edges are straight: transformed by
+        // its corners, a box's edges would cut across its curved image.
+        (false, s) => {
+            let exact = format!("ST_Intersects(ST_Transform({g}, {srid}), {env})");
+            match reached {
+                true => (
+                    format!(
+                        "({g} && ST_MakeEnvelope(${}::float8, ${}::float8, ${}::float8, ${}::float8, {s}) AND {exact})",
+                        n + 4,
+                        n + 5,
+                        n + 6,
+                        n + 7
+                    ),
+                    false,
+                ),
+                false => (exact, false),
+            }
+        }
     }
 }
 

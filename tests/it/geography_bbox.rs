@@ -65,7 +65,7 @@ async fn a_geography_bbox_uses_the_spatial_index() {
         .get("geo")
         .cloned()
         .expect("geo is a collection");
-    let (condition, covered) = bbox_intersects(&coll, 1, 4326);
+    let (condition, covered) = bbox_intersects(&coll, 1, 4326, false);
     assert!(covered, "{condition}");
     let sql = format!("EXPLAIN SELECT count(*) FROM public.geo AS t WHERE {condition}");
     let client = &app.db.client;

@@ -39,6 +39,7 @@ mod ogc_write;
 mod openapi;
 mod poolers;
 mod preconditions;
+mod projected_bbox;
 mod push;
 mod reload;
 mod rights;
