@@ -125,7 +125,7 @@ result["menu"] = iface.menus
 check(QgsApplication.processingRegistry().algorithmById("featurepipe:load") is not None,
       "the Processing algorithm is registered")
 
-from featurepipe import connections, edits  # noqa: E402
+from featurepipe import connections, edits, split  # noqa: E402
 
 saver = plugin.saver
 # Conflict dialogs and problem messages are the GUI's; here the outcomes are read.
@@ -377,7 +377,34 @@ def run():
     check(ok and outcome.kind == "saved", f"plain: delete saved ({outcome})")
     result["plain"] = timed
 
-    # 10. Processing: 100,000 points into a collection, then again (nothing written twice).
+    # 10. The file's own bytes, cut between its features (split, called
+    # directly): whole features in each run, or no cut where a string could
+    # hide a bracket.
+    feature = b'{"type":"Feature","properties":{"a":[1,{"b":2}]},"geometry":{"type":"Point","coordinates":[1,2]}}'
+    cases = {
+        "spaced, a member after": (b'{ "type" : "FeatureCollection" ,\n "features" : [\n' + b' ,\n'.join([feature] * 5)
+                                   + b'\n ] , "crs": {"properties": {"name": "x"}, "type": "name"} }\n'),
+        "empty": b'{"type":"FeatureCollection","features":[ ]}',
+        "a key named features inside": (b'{"meta":{"features":[9]},"type":"FeatureCollection","features":['
+                                        + b','.join([feature] * 3) + b']}'),
+    }
+    for name, body in cases.items():
+        for size in (1, 100, 10 << 20):
+            start = split.splittable(body)
+            runs = list(split.feature_runs(body, start, size))
+            features = [f for a, e, _ in runs for f in json.loads(split.HEAD + body[a:e] + split.TAIL)["features"]]
+            check(features == json.loads(body)["features"] and sum(c for _, _, c in runs) == len(features),
+                  f"split: {name}, runs of {size} bytes, are the file's features")
+    for name, body in {"a bracket in a string": b'{"features":[{"properties":{"a":"}{"}}]}',
+                       "a backslash": b'{"features":[{"properties":{"a":"\\\\"}}]}'}.items():
+        check(split.splittable(body) is None, f"split: not where {name} could mislead it")
+    try:
+        list(split.feature_runs(b'{"features":[1,2]}', 13, 1))
+        check(False, "split: features that are not objects are refused")
+    except ValueError:
+        pass
+
+    # 11. Processing: 100,000 points into a collection, then again (nothing written twice).
     source = QgsVectorLayer(geojson, "points", "ogr")
     check(source.isValid() and source.featureCount() == 100000, "load: the 100,000-point file opens")
     params = {"INPUT": source, "URL": direct_url, "AUTH": authcfg, "COLLECTION": "loaded", "MODE": 0}
@@ -395,7 +422,7 @@ def run():
     limited = processing.run("featurepipe:load", dict(params, INPUT=part, COLLECTION="loaded_part"))
     check(limited["WRITTEN"] == 5000, f"load: the first 5,000 features, in batches ({limited})")
 
-    # 11. The algorithm beside `featurepipe push` on the same file, taking
+    # 12. The algorithm beside `featurepipe push` on the same file, taking
     # turns, each run a new load (its own run name).
     loads, pushes = [], []
     for i in range(SIDE_BY_SIDE_RUNS):

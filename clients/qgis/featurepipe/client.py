@@ -8,8 +8,8 @@ import json
 import time
 import uuid
 
-from qgis.core import QgsBlockingNetworkRequest
-from qgis.PyQt.QtCore import QByteArray, QUrl
+from qgis.core import QgsApplication, QgsBlockingNetworkRequest, QgsNetworkAccessManager
+from qgis.PyQt.QtCore import QByteArray, QEventLoop, QUrl
 from qgis.PyQt.QtNetwork import QNetworkReply, QNetworkRequest
 
 # How often a request whose answer was lost (the network, or 502/503/504)
@@ -82,7 +82,68 @@ class Client:
             answer = self._send("POST", path, body, headers)
         return answer, key
 
-    def _send(self, method, path, body, headers):
+    def post_all(self, path, bodies, headers, jobs, on_answer):
+        """POST each (body, key, tag) of the iterable `bodies` under its
+        Idempotency-Key, `jobs` at once, from this thread's event loop
+        rather than a Python thread each (whose blocking requests Qt warns
+        cannot use timers: "Timers can only be used with threads started
+        with QThread"); `on_answer(answer, tag)` as
+        each is answered, and stop taking bodies when it returns False. A
+        lost answer is sent again with the same key, as by post_keyed."""
+        manager = QgsNetworkAccessManager.instance()
+        loop = QEventLoop()
+        pending = iter(bodies)
+        flying = {}
+        lost = []
+        going = [True]
+        # Raised by `bodies` or `on_answer` (a slot must not raise): raised
+        # again once the requests in flight are answered.
+        broken = []
+
+        def finished(reply):
+            body, key, tag = flying.pop(id(reply))
+            answer = _answer(reply, "" if reply.error() == QNetworkReply.NoError else reply.errorString())
+            reply.deleteLater()
+            try:
+                if answer.lost or answer.status == 409:
+                    lost.append((body, key, tag))
+                elif on_answer(answer, tag) is False:
+                    going[0] = False
+            except Exception as e:  # noqa: BLE001
+                broken.append(e)
+                going[0] = False
+            take()
+
+        def take():
+            while going[0] and len(flying) < jobs:
+                try:
+                    item = next(pending, None)
+                except Exception as e:  # noqa: BLE001
+                    broken.append(e)
+                    going[0] = False
+                    break
+                if item is None:
+                    break
+                body, key, _ = item
+                request = self._request(path, body, dict(headers, **{"Idempotency-Key": key}))
+                if self.authcfg:
+                    QgsApplication.authManager().updateNetworkRequest(request, self.authcfg)
+                reply = manager.post(request, QByteArray(body))
+                flying[id(reply)] = item
+                reply.finished.connect(lambda reply=reply: finished(reply))
+            if not flying:
+                loop.quit()
+
+        take()
+        if flying:
+            loop.exec()
+        if broken:
+            raise broken[0]
+        for body, key, tag in lost:
+            answer, _ = self.post_keyed(path, body, dict(headers), key=key)
+            on_answer(answer, tag)
+
+    def _request(self, path, body, headers):
         url = path if path.startswith(("http://", "https://")) else self.url + path
         request = QNetworkRequest(QUrl(url))
         request.setRawHeader(b"Accept", b"application/json")
@@ -90,6 +151,10 @@ class Client:
             request.setHeader(QNetworkRequest.ContentTypeHeader, headers.pop("Content-Type", "application/json"))
         for name, value in headers.items():
             request.setRawHeader(name.encode("ascii"), str(value).encode("utf-8"))
+        return request
+
+    def _send(self, method, path, body, headers):
+        request = self._request(path, body, headers)
         blocking = QgsBlockingNetworkRequest()
         if self.authcfg:
             blocking.setAuthCfg(self.authcfg)
@@ -100,11 +165,18 @@ class Client:
         else:
             raise ValueError(method)
         reply = blocking.reply()
-        status = reply.attribute(QNetworkRequest.HttpStatusCodeAttribute) or 0
-        content = bytes(reply.content())
-        names = reply.rawHeaderList()
-        answer_headers = {bytes(n).decode("latin-1").lower(): bytes(reply.rawHeader(n)).decode("latin-1") for n in names}
         error = "" if code == QgsBlockingNetworkRequest.NoError else blocking.errorMessage()
-        if status == 0 and reply.error() == QNetworkReply.NoError and not error:
-            error = "no answer"
-        return Answer(int(status), answer_headers, content, error)
+        return _answer(reply, error, bytes(reply.content()))
+
+
+def _answer(reply, error, content=None):
+    """The Answer of a finished reply (a QgsNetworkReplyContent or a
+    QNetworkReply, whose body is read here unless given)."""
+    status = reply.attribute(QNetworkRequest.HttpStatusCodeAttribute) or 0
+    if content is None:
+        content = bytes(reply.readAll())
+    names = reply.rawHeaderList()
+    headers = {bytes(n).decode("latin-1").lower(): bytes(reply.rawHeader(n)).decode("latin-1") for n in names}
+    if status == 0 and reply.error() == QNetworkReply.NoError and not error:
+        error = "no answer"
+    return Answer(int(status), headers, content, error)

@@ -8,11 +8,11 @@ bytes: running the algorithm again on the same input (after a cancel, a
 lost connection or a fix) writes only the batches not yet written; the
 service replays the others' answers, as with `featurepipe push`.
 
-A GeoJSON file of at most the service's default body limit, in CRS84, whose
-every field the collection takes (and none it makes read-only), is sent as
-its own bytes in one request, as `featurepipe push` sends a file's bytes:
-reading 100,000 features through QGIS and writing them again took three
-times what the service took to store them. A rerun is replayed whole.
+A GeoJSON file in CRS84 whose every field the collection takes (and none
+it makes read-only) is sent as its own bytes, cut between its features
+(`split`), as `featurepipe push` sends a file: reading 100,000 features
+through QGIS and writing them again took three times what the service
+took to store them.
 """
 import hashlib
 import os
@@ -35,15 +35,15 @@ from qgis.core import (
     QgsProviderRegistry,
 )
 
-from . import connections
+from . import connections, split
 from .client import Client
 
 MODES = ["atomic", "batch", "skip"]
 # About what one request carries (featurepipe push's default).
 BATCH_BYTES = 2 << 20
 FIRST_BATCH = 2000
-# The largest file sent as it is: the service's default body limit.
-WHOLE_FILE_BYTES = 64 << 20
+# The largest file read into memory to be sent as its own bytes.
+FILE_BYTES = 256 << 20
 
 
 class Encoder:
@@ -70,9 +70,9 @@ class Encoder:
 
 
 def file_as_it_is(parameter, layer, schema):
-    """The path of the GeoJSON file behind `layer` when the file can be sent
-    as it is: all of it (no selection, filter or limit in the Processing
-    `parameter`, no subset string), in CRS84, at most WHOLE_FILE_BYTES, every
+    """The path of the GeoJSON file behind `layer` when the file's own bytes
+    can be sent: all of it (no selection, filter or limit in the Processing
+    `parameter`, no subset string), in CRS84, at most FILE_BYTES, every
     field one the collection takes; else None."""
     if isinstance(parameter, QgsProcessingFeatureSourceDefinition) and (
             parameter.selectedFeaturesOnly or parameter.featureLimit != -1 or parameter.filterExpression):
@@ -84,7 +84,7 @@ def file_as_it_is(parameter, layer, schema):
     if any(f.name() not in schema.known or f.name() in schema.read_only for f in layer.fields()):
         return None
     path = QgsProviderRegistry.instance().decodeUri("ogr", layer.source()).get("path", "")
-    if not os.path.isfile(path) or os.path.getsize(path) > WHOLE_FILE_BYTES:
+    if not os.path.isfile(path) or os.path.getsize(path) > FILE_BYTES:
         return None
     return path
 
@@ -211,17 +211,34 @@ class LoadIntoCollection(QgsProcessingAlgorithm):
                 for future in in_flight:
                     settle(future.result())
 
-        whole = file_as_it_is(parameters[self.INPUT], self.parameterAsVectorLayer(parameters, self.INPUT, context),
-                              schema)
-        answered = None
-        if whole and not feedback.isCanceled():
-            feedback.pushInfo(f"sending {whole} as it is, in one request")
-            with open(whole, "rb") as f:
-                answered = post(f.read(), total)
-        if answered and answered[0].status != 413:
-            settle(answered)
+        def from_file(body, start):
+            """The file's own features, a run of about BATCH_BYTES a batch,
+            JOBS at once on QGIS's network thread."""
+            def batches():
+                for first, end, count in split.feature_runs(body, start, BATCH_BYTES):
+                    batch = split.HEAD + body[first:end] + split.TAIL
+                    yield batch, batch_key(collection, mode, run, batch), (count, len(batch))
+
+            def answered(answer, tag):
+                settle((answer, *tag))
+                return not feedback.isCanceled()
+
+            try:
+                client.post_all(path, batches(), {"Content-Type": "application/geo+json"}, jobs, answered)
+            except ValueError as e:
+                raise QgsProcessingException(f"the file is not a FeatureCollection of features: {e}") from e
+
+        layer = self.parameterAsVectorLayer(parameters, self.INPUT, context)
+        geojson = file_as_it_is(parameters[self.INPUT], layer, schema)
+        body = start = None
+        if geojson:
+            with open(geojson, "rb") as f:
+                body = f.read()
+            start = split.splittable(body)
+        if start is not None:
+            feedback.pushInfo(f"sending {geojson} as its own bytes, in batches of about {BATCH_BYTES >> 20} MiB")
+            from_file(body, start)
         elif not feedback.isCanceled():
-            # Not a file to send whole, or a service that takes smaller bodies.
             in_batches()
         for line in problems[:20]:
             feedback.reportError(line)
