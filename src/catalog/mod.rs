@@ -195,6 +195,10 @@ pub struct Collection {
     pub primary_key: Option<usize>,
     /// A `BEFORE INSERT … FOR EACH ROW` trigger may change any value, the key included.
     pub before_insert_trigger: bool,
+    /// Each change is made a statement a feature: a row trigger on UPDATE or
+    /// DELETE, or a foreign key to the table itself, could see or check
+    /// several features' changes at once within one statement.
+    pub changes_alone: bool,
     /// Row-level security is enabled on the table: COPY FROM refuses it for
     /// every role the policies apply to.
     pub row_security: bool,
@@ -271,6 +275,7 @@ impl Collection {
             geometry,
             primary_key: Some(0),
             before_insert_trigger: false,
+            changes_alone: false,
             row_security: false,
             distributed: false,
             last_modified: None,
@@ -473,6 +478,7 @@ impl Catalog {
                 generated: row.get("generated"),
                 is_pk: row.get("is_pk"),
                 before_insert_trigger: row.get("before_insert_trigger"),
+                changes_alone: row.get("changes_alone"),
                 row_security: row.get("row_security"),
                 table_comment: row.get("table_comment"),
                 enum_labels: row.get("enum_labels"),
@@ -708,6 +714,7 @@ struct RawColumn {
     generated: String,
     is_pk: bool,
     before_insert_trigger: bool,
+    changes_alone: bool,
     row_security: bool,
     table_comment: Option<String>,
     /// The labels of the column's enum type, in order.
@@ -817,6 +824,7 @@ fn build_collection(
         description: raw[0].table_comment.clone(),
         primary_key: raw.iter().position(|r| r.is_pk),
         before_insert_trigger: raw[0].before_insert_trigger,
+        changes_alone: raw[0].changes_alone,
         row_security: raw[0].row_security,
         distributed: false,
         schema,

@@ -28,6 +28,18 @@ SELECT n.nspname::text AS schema_name,
                   AND (tg.tgtype & 2) <> 0   -- BEFORE
                   AND (tg.tgtype & 4) <> 0)  -- INSERT
          AS before_insert_trigger,
+       -- A row trigger on UPDATE or DELETE (any timing), or a foreign key from
+       -- the table to itself: one statement changing many features would let
+       -- either see or check the others' changes at once, not one by one.
+       (EXISTS (SELECT 1 FROM pg_trigger tg
+                 WHERE (tg.tgrelid = c.oid
+                        OR tg.tgrelid IN (SELECT relid FROM pg_partition_tree(c.oid)))
+                   AND NOT tg.tgisinternal AND tg.tgenabled <> 'D'
+                   AND (tg.tgtype & 1) <> 0          -- ROW
+                   AND (tg.tgtype & (8 | 16)) <> 0)  -- DELETE or UPDATE
+        OR EXISTS (SELECT 1 FROM pg_constraint k
+                    WHERE k.contype = 'f' AND k.conrelid = c.oid AND k.confrelid = c.oid))
+         AS changes_alone,
        c.relrowsecurity AS row_security,
        -- An enum type's labels, in order.
        CASE WHEN base.typtype = 'e' THEN

@@ -13,6 +13,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Error as PgError;
 
 use super::{Done, Msg, Session, Step, StepKind};
+use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::feature::value::SqlValue;
 use crate::write::sql::{change_many, ItemChange};
 
@@ -33,15 +34,40 @@ fn change_of(step: &Step) -> Option<ItemChange<'_>> {
         None => true,
         Some(tags) => matches!(tags.as_slice(), [tag] if !tag.starts_with('!')),
     };
-    if !tags_fit || step.id.is_none() || step.coll.distributed {
-        // Citus routes one statement's rows shard by shard, and does not
-        // join a distributed table to an array.
+    // Citus routes one statement's rows shard by shard, and does not join a
+    // distributed table to an array.
+    if !tags_fit || step.coll.distributed || step.coll.changes_alone {
         return None;
     }
+    step.id
+        .as_deref()
+        .and_then(|id| canonical_key(&step.coll, id))?;
     match &step.kind {
         StepKind::Replace(columns) => Some(ItemChange::Replace(columns)),
         StepKind::Update(columns) => Some(ItemChange::Update(columns)),
         StepKind::Delete => Some(ItemChange::Delete),
+        _ => None,
+    }
+}
+
+/// The key `id` names, written one way only, for keys whose text says
+/// which it is (integers, UUIDs, text): `01` and `1` are one feature, which
+/// a run must not change twice. `None` for other key types.
+fn canonical_key(coll: &Collection, id: &str) -> Option<String> {
+    let key = &coll.columns[coll.primary_key?];
+    match key.ty {
+        ColumnType::Scalar(ScalarType::Int2 | ScalarType::Int4 | ScalarType::Int8) => {
+            id.trim().parse::<i64>().ok().map(|k| k.to_string())
+        }
+        ColumnType::Scalar(ScalarType::Uuid) => {
+            uuid::Uuid::parse_str(id).ok().map(|k| k.to_string())
+        }
+        // Not character(n), whose trailing spaces do not count.
+        ColumnType::Scalar(ScalarType::Text { .. })
+            if matches!(key.exact_type_sql.as_str(), "text" | "character varying") =>
+        {
+            Some(id.to_owned())
+        }
         _ => None,
     }
 }
@@ -69,12 +95,17 @@ pub fn groups(steps: &[Step]) -> Vec<Group> {
             start += 1;
             continue;
         };
-        let mut ids = HashSet::new();
+        let mut keys = HashSet::new();
         let mut end = start;
         while end < steps.len()
             && change_of(&steps[end]).is_some()
             && same_change(&steps[start], &steps[end])
-            && ids.insert(steps[end].id.as_deref())
+            && keys.insert(
+                steps[end]
+                    .id
+                    .as_deref()
+                    .and_then(|id| canonical_key(&steps[end].coll, id)),
+            )
         {
             end += 1;
         }
@@ -162,7 +193,7 @@ pub(super) fn expand(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{Collection, Column, ColumnType, ScalarType};
+    use crate::catalog::Column;
     use crate::geometry::GeometryColumn;
 
     /// `public.{id}`, keyed by `id`, with a point.
@@ -201,8 +232,8 @@ mod tests {
             // Another table.
             step(&other, StepKind::Delete, "4", None),
             step(&other, StepKind::Delete, "5", None),
-            // A key again: the second change must see the first.
-            step(&other, StepKind::Delete, "5", None),
+            // A key again, written another way: the second change must see the first.
+            step(&other, StepKind::Delete, "05", None),
             // If-None-Match, and two tags: one at a time.
             step(&other, StepKind::Delete, "6", Some("!abc")),
             step(&other, StepKind::Delete, "7", None),
@@ -216,12 +247,17 @@ mod tests {
         let mut distributed = table("b");
         distributed.distributed = true;
         let distributed = Arc::new(distributed);
+        let mut triggered = table("c");
+        triggered.changes_alone = true;
+        let triggered = Arc::new(triggered);
         let steps = vec![
             step(&coll, StepKind::Delete, "1", None),
             step(&coll, StepKind::Missing, "x", None),
             step(&coll, StepKind::Delete, "2", None),
             step(&distributed, StepKind::Delete, "3", None),
             step(&distributed, StepKind::Delete, "4", None),
+            step(&triggered, StepKind::Delete, "5", None),
+            step(&triggered, StepKind::Delete, "6", None),
         ];
         assert!(runs(&steps).is_empty());
     }
