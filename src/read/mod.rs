@@ -110,7 +110,7 @@ type Params = Vec<Box<dyn ToSql + Sync + Send>>;
 fn conditions(
     coll: &Collection,
     query: &ItemsQuery,
-    reaches: &[Option<[f64; 4]>],
+    reaches: &[Option<reach::Reach>],
     params: &mut Params,
 ) -> String {
     let mut conds = Vec::new();
@@ -127,7 +127,10 @@ fn conditions(
                 if covered {
                     params.push(Box::new(cover::covering_points(b)));
                 }
-                for v in reach.into_iter().flatten() {
+                for v in reach
+                    .map(|r| sql::bbox_reach_values(coll, &r))
+                    .unwrap_or_default()
+                {
                     params.push(Box::new(v));
                 }
                 cond
@@ -184,7 +187,7 @@ pub async fn items(db: &Database, coll: &Collection, query: &ItemsQuery) -> Resu
         .and_then(|b| Some((b, sql::bbox_reach_srid(coll, b.srid)?)))
     {
         for part in bbox.parts() {
-            reaches.push(reach::extent_in(&client, db.naming(), part, bbox.srid, to).await);
+            reaches.push(reach::reach_of(&client, db.naming(), part, bbox.srid, to).await);
         }
     }
     let mut params: Params = Vec::new();

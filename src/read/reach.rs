@@ -1,12 +1,12 @@
-//! Where a bounding box in one CRS lies in another: the extent of its image,
-//! by which the spatial index narrows the rows before each one is compared
-//! with the box in the box's own CRS. Its corners alone would not do: the
-//! image's edges curve (a box in longitude and latitude bulges on Lambert-93),
-//! and a box reaching past the CRS's domain (the whole world, on UTM) cannot
-//! be transformed, or comes back as something else. So the box's outline is
-//! transformed at many points and back again; when that fails or does not
-//! return the outline, the index does not narrow the rows, and every row is
-//! compared with the box.
+//! Where a bounding box in longitude and latitude lies in a column's
+//! projected CRS: the extent of its image, by which the spatial index narrows
+//! the rows before each one is compared with the box. Its corners alone would
+//! not do: the image's edges curve (a box bulges on Lambert-93), and a box
+//! reaching past the CRS's domain (the whole world, on UTM) cannot be
+//! transformed, or comes back as something else. So the box's outline, and a
+//! grid of points inside it (where the CRS could have a singular point), are
+//! transformed and back again; when that fails or does not return them, the
+//! index does not narrow the rows, and every row is compared with the box.
 
 use deadpool_postgres::ClientWrapper;
 
@@ -16,23 +16,36 @@ use crate::db::statement::{prepare, Naming};
 /// image's size added on each side for what lies between them.
 const POINTS_PER_EDGE: f64 = 32.0;
 
-/// The outline of the box `$1..$4` in SRID `$5`, `$7` apart, transformed to
-/// SRID `$6`: the image's extent, and how far the image transformed back
-/// lies from the outline.
+/// The outline of the box `$1..$4` in SRID `$5`, `$7` apart, and a grid of
+/// 7 × 7 points inside it, transformed to SRID `$6`: the image's extent, and
+/// how far the image transformed back lies from them.
 const IMAGE: &str = "SELECT ST_XMin(i.t)::float8, ST_YMin(i.t)::float8, ST_XMax(i.t)::float8, ST_YMax(i.t)::float8, \
        ST_HausdorffDistance(ST_Transform(i.t, $5::int4), i.b)::float8 \
   FROM (SELECT o.b, ST_Transform(o.b, $6::int4) AS t \
-          FROM (SELECT ST_Segmentize(ST_MakeEnvelope($1::float8, $2::float8, $3::float8, $4::float8, $5::int4), $7::float8) AS b) AS o) AS i";
+          FROM (SELECT ST_Collect(ST_Segmentize(ST_MakeEnvelope($1::float8, $2::float8, $3::float8, $4::float8, $5::int4), $7::float8), \
+                                  (SELECT ST_Collect(ST_SetSRID(ST_MakePoint($1::float8 + ($3::float8 - $1::float8) * gx / 8, \
+                                                                             $2::float8 + ($4::float8 - $2::float8) * gy / 8), $5::int4)) \
+                                     FROM generate_series(1, 7) AS gx, generate_series(1, 7) AS gy)) AS b) AS o) AS i";
 
-/// The extent in SRID `to` that holds every point of `bbox` (min x, min y,
-/// max x, max y in SRID `from`), or `None` when PostGIS cannot tell it.
-pub async fn extent_in(
+/// Where a box lies in another CRS.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reach {
+    /// An extent there that holds every point of the box.
+    pub extent: [f64; 4],
+    /// How far apart its outline was transformed at (in the box's units):
+    /// the same outline transformed again cannot fail.
+    pub step: f64,
+}
+
+/// Where `bbox` (min x, min y, max x, max y in SRID `from`) lies in SRID
+/// `to`, or `None` when PostGIS cannot tell it.
+pub async fn reach_of(
     client: &ClientWrapper,
     naming: Naming,
     bbox: [f64; 4],
     from: i32,
     to: i32,
-) -> Option<[f64; 4]> {
+) -> Option<Reach> {
     let [x0, y0, x1, y1] = bbox;
     let size = (x1 - x0).max(y1 - y0);
     let step = (size / POINTS_PER_EDGE).max(1e-9);
@@ -43,7 +56,8 @@ pub async fn extent_in(
     // A box past the CRS's domain is an error of the transformation: no extent.
     let row = statement.query_one(client, &params).await.ok()?;
     let image: [Option<f64>; 5] = std::array::from_fn(|i| row.get(i));
-    widened(image, size)
+    let extent = widened(image, size)?;
+    Some(Reach { extent, step })
 }
 
 /// The image's extent widened by its share for the points between those

@@ -1,6 +1,7 @@
 //! SQL text for reads, built only from catalog identifiers.
 
 use super::params::ETAG_PROPERTY;
+use super::reach::Reach;
 use super::{jsonfg, Encoding};
 use crate::catalog::temporal::Temporal;
 use crate::catalog::{Collection, ColumnType, ScalarType};
@@ -233,20 +234,31 @@ pub fn time_meets(coll: &Collection, t: Temporal, n: usize) -> String {
     )
 }
 
-/// The SRID of `coll`'s geometry column when a box in `srid` is compared
-/// with its geometries in the box's CRS ([`bbox_intersects`]): a geometry
-/// column of another, known SRID, whose spatial index is narrowed by the
-/// box's [`reach`](super::reach) in its own.
+/// The SRID of `coll`'s geometry column when a box in longitude and
+/// latitude (`srid` 4326) is compared with its geometries by its
+/// [`reach`](super::reach) there: a geometry column of another, known SRID.
+/// A box in a projected CRS is transformed to the column's by its corners.
 pub fn bbox_reach_srid(coll: &Collection, srid: i32) -> Option<i32> {
     let gc = coll.geometry_column();
-    (!gc.geography && gc.srid != 0 && gc.srid != srid).then_some(gc.srid)
+    let projected = !gc.geography && gc.srid != 0 && gc.srid != WGS84_SRID;
+    (srid == WGS84_SRID && projected).then_some(gc.srid)
+}
+
+/// The values a bbox condition with `reach` binds after the box's own
+/// ([`bbox_intersects`]): the reach's extent for points, its step for others.
+pub fn bbox_reach_values(coll: &Collection, reach: &Reach) -> Vec<f64> {
+    match points_only(coll.geometry_column()) {
+        true => reach.extent.to_vec(),
+        false => vec![reach.step],
+    }
 }
 
 /// The feature geometry intersects the box `$n..$n+3` (min x, min y, max x,
 /// max y) in SRID `srid`; with `true`, the condition also takes the box's
 /// [`covering_points`](super::cover::covering_points) as `$n+4`. With
-/// `reached` (a column of [`bbox_reach_srid`]), the box's extent in the
-/// column's SRID narrows the rows by the index, as `$n+4..$n+7`.
+/// `reached` (a column of [`bbox_reach_srid`] and the box's
+/// [`bbox_reach_values`] from `$n+4` on), the index narrows the rows by the
+/// box's image in the column's SRID.
 pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32, reached: bool) -> (String, bool) {
     let g = col(coll, coll.geometry);
     let gc = coll.geometry_column();
@@ -281,24 +293,32 @@ pub fn bbox_intersects(coll: &Collection, n: usize, srid: i32, reached: bool) ->
         ),
         // Unconstrained columns may mix SRIDs, which ST_Intersects refuses.
         (false, 0) => (format!("{g} && {env}"), false),
-        (false, s) if s == srid => (format!("ST_Intersects({g}, {env})"), false),
-        // In the box's CRS, where its edges are straight: transformed by
-        // its corners, a box's edges would cut across its curved image.
+        (false, s) if bbox_reach_srid(coll, srid).is_none() => {
+            (format!("ST_Intersects({g}, {})", env_in(s)), false)
+        }
+        // A point is in the box in the box's own CRS, where its edges are
+        // straight, the index narrowing by its reach's extent. A line or
+        // polygon meets the box's outline as the reach transformed it, its
+        // curved edges followed, in the column's CRS, where the line's own
+        // edges are straight. Without a reach (the box past the CRS's
+        // domain), each row is compared in the box's CRS.
         (false, s) => {
             let exact = format!("ST_Intersects(ST_Transform({g}, {srid}), {env})");
-            match reached {
-                true => (
-                    format!(
-                        "({g} && ST_MakeEnvelope(${}::float8, ${}::float8, ${}::float8, ${}::float8, {s}) AND {exact})",
-                        n + 4,
-                        n + 5,
-                        n + 6,
-                        n + 7
-                    ),
-                    false,
+            let condition = match (reached, points_only(gc)) {
+                (false, _) => exact,
+                (true, true) => format!(
+                    "({g} && ST_MakeEnvelope(${}::float8, ${}::float8, ${}::float8, ${}::float8, {s}) AND {exact})",
+                    n + 4,
+                    n + 5,
+                    n + 6,
+                    n + 7
                 ),
-                false => (exact, false),
-            }
+                (true, false) => format!(
+                    "ST_Intersects({g}, ST_Transform(ST_Segmentize({env}, ${}::float8), {s}))",
+                    n + 4
+                ),
+            };
+            (condition, false)
         }
     }
 }

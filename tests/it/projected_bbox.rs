@@ -93,3 +93,28 @@ async fn a_box_in_epsg_4326_is_latitude_first() {
         assert_eq!(r.body["numberMatched"].as_i64(), Some(there), "{bbox}");
     }
 }
+
+#[tokio::test]
+async fn a_line_meets_the_box_along_its_own_straight_edges() {
+    // A Lambert-93 line along y = 6,600,000, which crosses 3°E at 46.5°N
+    // and is straight in Lambert-93 (its ends lie further south in lon/lat).
+    let app = TestApp::new(
+        "CREATE TABLE roads (id serial PRIMARY KEY, geom geometry(LineString, 2154));
+         INSERT INTO roads (geom) VALUES ('SRID=2154;LINESTRING(150000 6600000, 1250000 6600000)');
+         CREATE INDEX ON roads USING gist (geom);",
+    )
+    .await;
+    let found = |bbox: &'static str| {
+        let app = &app;
+        async move {
+            let r = app
+                .get(&format!("/collections/roads/items?bbox={bbox}"))
+                .await;
+            assert_eq!(r.status, 200, "{r:?}");
+            r.body["numberMatched"].as_i64().unwrap()
+        }
+    };
+    assert_eq!(found("2.9,46.45,3.1,46.55").await, 1, "where the line is");
+    assert_eq!(found("2.9,46.2,3.1,46.45").await, 0, "south of it");
+    assert_eq!(found("-180,-90,180,90").await, 1, "the world");
+}
