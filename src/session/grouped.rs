@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Error as PgError;
 
@@ -168,23 +169,36 @@ impl Session<'_> {
 
 /// The answers of a flight of `msgs`, one per statement of a step: each
 /// group's expanded. `None` when a group failed in the database (its
-/// transaction is aborted, and which feature failed is not known). A
-/// group lost with the connection ends the answers: every later one was lost too.
+/// transaction is aborted, and which feature failed is not known), unless
+/// a statement before it had failed: then the group was refused for that
+/// one's failure, and its steps answer nothing (they are not written). A
+/// group lost with the connection ends the answers: every later one was
+/// lost too.
 pub(super) fn expand(
     msgs: &[Msg],
+    groups: &[Group],
     answers: Vec<Result<Done, PgError>>,
 ) -> Option<Vec<Result<Done, PgError>>> {
     let mut expanded = Vec::with_capacity(answers.len());
+    let mut failed = false;
     for (msg, answer) in msgs.iter().zip(answers) {
         match (msg, answer) {
             (Msg::Group(_), Ok(Done::Many(dones))) => expanded.extend(dones.into_iter().map(Ok)),
+            (Msg::Group(g), Err(e))
+                if failed && e.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) =>
+            {
+                expanded.extend(groups[*g].steps.clone().map(|_| Ok(Done::Control)));
+            }
             (Msg::Group(_), Err(e)) if e.as_db_error().is_some() => return None,
             (Msg::Group(_), Err(lost)) => {
                 expanded.push(Err(lost));
                 break;
             }
             (Msg::Group(g), Ok(_)) => unreachable!("group {g} answers one result per step"),
-            (_, answer) => expanded.push(answer),
+            (_, answer) => {
+                failed |= matches!(&answer, Err(e) if e.as_db_error().is_some());
+                expanded.push(answer);
+            }
         }
     }
     Some(expanded)

@@ -703,7 +703,7 @@ impl<'a> Session<'a> {
         self.client.set_open(true);
         let started = Instant::now();
         let (answers, commit_sent) = self.flight(&msgs).await;
-        let answers = match grouped::expand(&msgs, answers) {
+        let answers = match grouped::expand(&msgs, &self.groups, answers) {
             Some(answers) => answers,
             None => {
                 // Aborted: a queued COMMIT has ended it; else end it here.

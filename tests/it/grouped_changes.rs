@@ -243,3 +243,40 @@ async fn row_triggers_and_keys_to_the_table_itself_have_each_change_made_alone()
         Some("2")
     );
 }
+
+#[tokio::test]
+async fn a_failure_before_a_run_is_named_without_sending_the_session_again() {
+    let db = crate::support::TestDb::new(SETUP).await;
+    let (proxy, mut config) =
+        crate::support::via_proxy(&db, std::time::Duration::from_millis(1)).await;
+    config.pool_size = 1;
+    let app = TestApp::on(db, config).await;
+    let bad_insert = json!({"op": "insert", "collection": "pts",
+                            "feature": point(0.0, 0.0, json!({"name": "x", "n": -1}))});
+    let ops = || vec![bad_insert.clone(), update(1, 7000), update(2, 7000)];
+    // Warm: the statements prepared.
+    let r = session(&app, "atomic", ops()).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    let before = proxy.round_trips();
+    let r = session(&app, "atomic", ops()).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(first_error(&r)["operation"], 0);
+    assert_eq!(first_error(&r)["constraint"], "pts_n_check");
+    assert_eq!(
+        proxy.round_trips() - before,
+        1,
+        "one flight, not sent again"
+    );
+    let statuses: Vec<_> = r.body["report"]["results"]
+        .as_array()
+        .or_else(|| r.body["results"].as_array())
+        .unwrap()
+        .iter()
+        .map(|x| x["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(statuses, ["failed", "not_written", "not_written"]);
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM pts WHERE n = 7000").await,
+        0
+    );
+}
