@@ -62,6 +62,18 @@ impl SqlValue {
     }
 }
 
+/// The values of `rows` of one shape (each row's as `values` gives them),
+/// column by column: one array parameter per column.
+pub fn by_column<'a, T>(
+    rows: &'a [T],
+    values: impl Fn(&'a T) -> &'a [SqlValue],
+) -> Vec<Vec<&'a SqlValue>> {
+    let width = rows.first().map_or(0, |row| values(row).len());
+    (0..width)
+        .map(|c| rows.iter().map(|row| &values(row)[c]).collect())
+        .collect()
+}
+
 impl ToSql for SqlValue {
     fn to_sql(
         &self,

@@ -15,7 +15,7 @@ use tokio_postgres::Error as PgError;
 
 use super::{Done, Msg, Session, Step, StepKind};
 use crate::catalog::{Collection, ColumnType, ScalarType};
-use crate::feature::value::SqlValue;
+use crate::feature::value::by_column;
 use crate::write::sql::{change_many, ItemChange};
 
 /// Steps changed by one statement.
@@ -27,10 +27,11 @@ pub struct Group {
     pub sql: String,
 }
 
-/// The change `step` makes, when one statement can make it together with
-/// others: an update, replace or delete of a feature of a table on one
-/// server, under at most one plain If-Match tag.
-fn change_of(step: &Step) -> Option<ItemChange<'_>> {
+/// The change `step` makes, and the key it names written one way only
+/// ([`canonical_key`]), when one statement can make it together with others:
+/// an update, replace or delete of a feature of a table on one server, under
+/// at most one plain If-Match tag.
+fn change_of(step: &Step) -> Option<(ItemChange<'_>, String)> {
     let tags_fit = match &step.if_match {
         None => true,
         Some(tags) => matches!(tags.as_slice(), [tag] if !tag.starts_with('!')),
@@ -40,15 +41,14 @@ fn change_of(step: &Step) -> Option<ItemChange<'_>> {
     if !tags_fit || step.coll.distributed || step.coll.changes_alone {
         return None;
     }
-    step.id
-        .as_deref()
-        .and_then(|id| canonical_key(&step.coll, id))?;
-    match &step.kind {
-        StepKind::Replace(columns) => Some(ItemChange::Replace(columns)),
-        StepKind::Update(columns) => Some(ItemChange::Update(columns)),
-        StepKind::Delete => Some(ItemChange::Delete),
-        _ => None,
-    }
+    let key = canonical_key(&step.coll, step.id.as_deref()?)?;
+    let change = match &step.kind {
+        StepKind::Replace(columns) => ItemChange::Replace(columns),
+        StepKind::Update(columns) => ItemChange::Update(columns),
+        StepKind::Delete => ItemChange::Delete,
+        _ => return None,
+    };
+    Some((change, key))
 }
 
 /// The key `id` names, written one way only, for keys whose text says
@@ -92,22 +92,16 @@ pub fn groups(steps: &[Step]) -> Vec<Group> {
     let mut groups = Vec::new();
     let mut start = 0;
     while start < steps.len() {
-        let Some(change) = change_of(&steps[start]) else {
+        let Some((change, _)) = change_of(&steps[start]) else {
             start += 1;
             continue;
         };
         let mut keys = HashSet::new();
         let mut end = start;
-        while end < steps.len()
-            && change_of(&steps[end]).is_some()
-            && same_change(&steps[start], &steps[end])
-            && keys.insert(
-                steps[end]
-                    .id
-                    .as_deref()
-                    .and_then(|id| canonical_key(&steps[end].coll, id)),
-            )
-        {
+        while let Some((_, key)) = steps.get(end).and_then(change_of) {
+            if !same_change(&steps[start], &steps[end]) || !keys.insert(key) {
+                break;
+            }
             end += 1;
         }
         if end - start > 1 {
@@ -149,9 +143,7 @@ impl Session<'_> {
             .iter()
             .map(|s| s.if_match.as_ref().and_then(|tags| tags.first()))
             .collect();
-        let columns: Vec<Vec<&SqlValue>> = (0..steps[0].values.len())
-            .map(|c| steps.iter().map(|s| &s.values[c]).collect())
-            .collect();
+        let columns = by_column(steps, |s| &s.values);
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&ids, &tags];
         params.extend(columns.iter().map(|c| c as &(dyn ToSql + Sync)));
         let statement = &self.statements[self.group_statement[g]];

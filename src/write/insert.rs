@@ -19,7 +19,7 @@ use std::time::Instant;
 use crate::catalog::Collection;
 use crate::db::costs::Cost;
 use crate::db::statement::{cache_room, prepare_in_flight, Naming, Stmt};
-use crate::feature::value::SqlValue;
+use crate::feature::value::by_column;
 use crate::feature::FeatureRow;
 
 use super::guard::TxGuard;
@@ -219,7 +219,7 @@ impl Insert<'_> {
                     Ok(vec![answer.map(|r| r.get(0))])
                 }),
                 rows => Box::pin(async move {
-                    let columns = columns_of(rows);
+                    let columns = by_column(rows, |row| &row.values);
                     let params: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c as _).collect();
                     let answer = statement.query(client, &params).await?;
                     Ok(answer.iter().map(|r| Some(r.get(0))).collect())
@@ -253,14 +253,6 @@ fn units(rows: &[FeatureRow], batches: &[Range<usize>], many: bool) -> Vec<Range
         units.push(start..batch.end);
     }
     units
-}
-
-/// The values of rows of one shape, column by column: one array parameter
-/// per column.
-fn columns_of(rows: &[FeatureRow]) -> Vec<Vec<&SqlValue>> {
-    (0..rows[0].values.len())
-        .map(|c| rows.iter().map(|row| &row.values[c]).collect())
-        .collect()
 }
 
 /// Prepare one INSERT per column set of `shapes`, all in one round trip.
@@ -379,6 +371,7 @@ pub async fn conclude(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::feature::value::SqlValue;
 
     fn rows(shapes: &[usize]) -> Vec<FeatureRow> {
         shapes
@@ -411,7 +404,7 @@ mod tests {
                 values: vec![SqlValue::Int4(2), SqlValue::Text("b".into())],
             },
         ];
-        let columns = columns_of(&rows);
+        let columns = by_column(&rows, |row| &row.values);
         assert_eq!(columns.len(), 2);
         assert!(matches!(
             columns[0][..],

@@ -44,6 +44,26 @@ fn bound_type(coll: &Collection, ci: usize) -> Option<&'static str> {
     }
 }
 
+/// What `unnest` of `columns`, each bound as an array from `$first` on,
+/// takes and names its columns: `($first::int4[], …)` and `(c0, …)`, each
+/// row's value of column `columns[i]` being `u.c{i}`; `None` when a column
+/// cannot be bound that way ([`bound_type`]).
+fn unnested(
+    coll: &Collection,
+    columns: &[usize],
+    first: usize,
+) -> Option<(Vec<String>, Vec<String>)> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, &ci)| {
+            let array = format!("${}::{}[]", i + first, bound_type(coll, ci)?);
+            Some((array, format!("c{i}")))
+        })
+        .collect::<Option<Vec<_>>>()
+        .map(|pairs| pairs.into_iter().unzip())
+}
+
 /// The column list of an INSERT of `columns`, with `OVERRIDING SYSTEM VALUE`
 /// when one of them is an identity column that is always generated.
 fn insert_into(coll: &Collection, columns: &[usize]) -> String {
@@ -105,14 +125,12 @@ pub fn insert(coll: &Collection, columns: &[usize], srid: i32) -> String {
 /// succeed rather than `featurepipe.fail`, which a caller's role
 /// (`[auth] set_role`) may not be allowed to run.
 pub fn insert_many(coll: &Collection, columns: &[usize], srid: i32) -> Option<String> {
-    let mut arrays = Vec::with_capacity(columns.len());
-    let mut values = Vec::with_capacity(columns.len());
-    let mut names = Vec::with_capacity(columns.len() + 1);
-    for (i, &ci) in columns.iter().enumerate() {
-        arrays.push(format!("${}::{}[]", i + 1, bound_type(coll, ci)?));
-        values.push(param_expr(coll, ci, &format!("u.c{i}"), srid));
-        names.push(format!("c{i}"));
-    }
+    let (arrays, mut names) = unnested(coll, columns, 1)?;
+    let values: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, &ci)| param_expr(coll, ci, &format!("u.c{i}"), srid))
+        .collect();
     let first = arrays.first()?.clone();
     names.push("n".to_owned());
     Some(format!(
@@ -322,13 +340,18 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
         ItemChange::Replace(columns) | ItemChange::Update(columns) => columns,
         ItemChange::Delete => &[],
     };
-    let mut arrays = vec!["$1::text[]".to_owned(), "$2::text[]".to_owned()];
-    let mut names = vec!["id".to_owned(), "tag".to_owned()];
-    for (i, &ci) in columns.iter().enumerate() {
-        arrays.push(format!("${}::{}[]", i + 3, bound_type(coll, ci)?));
-        names.push(format!("c{i}"));
-    }
-    names.push("n".to_owned());
+    let (values, value_names) = unnested(coll, columns, 3)?;
+    let arrays = [
+        vec!["$1::text[]".to_owned(), "$2::text[]".to_owned()],
+        values,
+    ]
+    .concat();
+    let names = [
+        vec!["id".to_owned(), "tag".to_owned()],
+        value_names,
+        vec!["n".to_owned()],
+    ]
+    .concat();
     let done = match change {
         ItemChange::Delete => format!(
             "DELETE FROM {table} AS t USING u WHERE {key} AND {tag_holds} RETURNING u.n, NULL::text"
