@@ -294,6 +294,7 @@ CREATE TABLE pushed (id serial PRIMARY KEY, name text, n int, geom geometry(Poin
 CREATE TABLE timed_load (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 CREATE TABLE timed_push (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 CREATE TABLE loaded_part (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
+CREATE TABLE loaded_batch (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 SQL
 python3 - "$run/points.geojson" <<'PY'
 import json, sys
@@ -361,6 +362,7 @@ check "plugin: plain: 1,000 added, changed and deleted (the seed left)" "1 seed"
 check "plugin: plain: the sequence drew 1,000 keys" 1001 "$(q "SELECT last_value FROM plain_id_seq")"
 check "plugin: the Processing load" 100000 "$(q "SELECT count(*) FROM loaded")"
 check "plugin: push of the same file" 100000 "$(q "SELECT count(*) FROM pushed")"
+check "plugin: the Processing load in mode batch" 100000 "$(q "SELECT count(*) FROM loaded_batch")"
 check "plugin: side by side, the algorithm's loads and push's" "500000 500000" "$(q "SELECT (SELECT count(*) FROM timed_load) || ' ' || (SELECT count(*) FROM timed_push)")"
 check "plugin: the Processing load of 5,000 of them, in batches" "5000 4999" "$(q "SELECT count(*) || ' ' || max(n) FROM loaded_part")"
 load_s=$(pr 'r.get("load", {}).get("seconds")')

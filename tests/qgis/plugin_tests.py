@@ -125,7 +125,7 @@ result["menu"] = iface.menus
 check(QgsApplication.processingRegistry().algorithmById("featurepipe:load") is not None,
       "the Processing algorithm is registered")
 
-from featurepipe import connections, edits, split  # noqa: E402
+from featurepipe import connections, edits, load_algorithm, split  # noqa: E402
 
 saver = plugin.saver
 # Conflict dialogs and problem messages are the GUI's; here the outcomes are read.
@@ -378,31 +378,38 @@ def run():
     result["plain"] = timed
 
     # 10. The file's own bytes, cut between its features (split, called
-    # directly): whole features in each run, or no cut where a string could
-    # hide a bracket.
+    # directly): whole features in each run, whatever the strings hold.
     feature = b'{"type":"Feature","properties":{"a":[1,{"b":2}]},"geometry":{"type":"Point","coordinates":[1,2]}}'
+    odd = b'{"type":"Feature","properties":{"s":"}{][ \\" \\\\","t":"\\u00e9]"},"geometry":null}'
     cases = {
         "spaced, a member after": (b'{ "type" : "FeatureCollection" ,\n "features" : [\n' + b' ,\n'.join([feature] * 5)
                                    + b'\n ] , "crs": {"properties": {"name": "x"}, "type": "name"} }\n'),
         "empty": b'{"type":"FeatureCollection","features":[ ]}',
         "a key named features inside": (b'{"meta":{"features":[9]},"type":"FeatureCollection","features":['
                                         + b','.join([feature] * 3) + b']}'),
+        "objects in a member after": (b'{"type":"FeatureCollection","features":[' + b','.join([feature] * 3)
+                                      + b'],"other":[{"a":1},{"b":2},{"c":[{}]}]}'),
+        "brackets, quotes and escapes in strings": (b'{"x":"{[","name":"features","features":['
+                                                    + b','.join([feature, odd, odd, feature, odd]) + b']}'),
     }
     for name, body in cases.items():
-        for size in (1, 100, 10 << 20):
+        for size in (1, 50, 100, 250, 10 << 20):
             start = split.splittable(body)
             runs = list(split.feature_runs(body, start, size))
-            features = [f for a, e, _ in runs for f in json.loads(split.HEAD + body[a:e] + split.TAIL)["features"]]
-            check(features == json.loads(body)["features"] and sum(c for _, _, c in runs) == len(features),
+            features = [f for a, e in runs for f in json.loads(split.batch(body, a, e))["features"]]
+            check(features == json.loads(body)["features"] and None not in [e for _, e in runs[:-1]]
+                  and (size > 50 or len(runs) >= len(features) - 1),
                   f"split: {name}, runs of {size} bytes, are the file's features")
-    for name, body in {"a bracket in a string": b'{"features":[{"properties":{"a":"}{"}}]}',
-                       "a backslash": b'{"features":[{"properties":{"a":"\\\\"}}]}'}.items():
-        check(split.splittable(body) is None, f"split: not where {name} could mislead it")
-    try:
-        list(split.feature_runs(b'{"features":[1,2]}', 13, 1))
-        check(False, "split: features that are not objects are refused")
-    except ValueError:
-        pass
+    for body in (b'[1]', b'{"a":{"features":[]}}', b'{"features":null}', b'{"a":"\\"features\\":["}'):
+        check(split.splittable(body) is None, f"split: no features array in {body!r}")
+    # Elements that are not objects: no feature's end found, the rest sent
+    # whole (the service names the element it refuses).
+    check(list(split.feature_runs(b'{"features":[1,2]}', 13, 1)) == [(13, None)],
+          "split: elements that are not objects are not cut")
+    # How many features a 201 lists, without parsing its ids.
+    listed = {b'{"strategy":"copy","ids":[7,-8,9],"batches":[]}': 3, b'{"strategy":"copy","ids":[],"batches":[]}': 0,
+              b'{"strategy":"insert","ids":["a,b","c]"],"batches":[]}': 2}
+    check(all(load_algorithm.ids_listed(b) == n for b, n in listed.items()), "load: the ids a 201 lists, counted")
 
     # 11. Processing: 100,000 points into a collection, then again (nothing written twice).
     source = QgsVectorLayer(geojson, "points", "ogr")
@@ -421,6 +428,9 @@ def run():
     part = QgsProcessingFeatureSourceDefinition(geojson, False, 5000)
     limited = processing.run("featurepipe:load", dict(params, INPUT=part, COLLECTION="loaded_part"))
     check(limited["WRITTEN"] == 5000, f"load: the first 5,000 features, in batches ({limited})")
+    # Mode batch: the service refuses keys there, so its batches carry none.
+    unkeyed = processing.run("featurepipe:load", dict(params, COLLECTION="loaded_batch", MODE=1))
+    check(unkeyed["WRITTEN"] == 100000, f"load: mode batch, without keys ({unkeyed})")
 
     # 12. The algorithm beside `featurepipe push` on the same file, taking
     # turns, each run a new load (its own run name).

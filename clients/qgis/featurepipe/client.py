@@ -4,6 +4,7 @@ QgsBlockingNetworkRequest goes through QGIS's proxy settings and applies the
 connection's authentication configuration (an API key or a bearer token kept
 in QGIS's authentication database), as QGIS's own providers do.
 """
+import functools
 import json
 import time
 import uuid
@@ -60,6 +61,10 @@ class Client:
         """GET `path` (relative to the service)."""
         return self._send("GET", path, None, headers or {})
 
+    def post(self, path, body, headers=None):
+        """POST `body` (bytes) once, without a key."""
+        return self._send("POST", path, body, dict(headers or {}))
+
     def post_keyed(self, path, document, headers=None, key=None, on_retry=None):
         """POST under an Idempotency-Key (a new one unless given), sent again
         with the same key while the answer is lost: the service writes it once
@@ -84,16 +89,18 @@ class Client:
 
     def post_all(self, path, bodies, headers, jobs, on_answer):
         """POST each (body, key, tag) of the iterable `bodies` under its
-        Idempotency-Key, `jobs` at once, from this thread's event loop
+        Idempotency-Key (none when None), `jobs` at once, from this thread's event loop
         rather than a Python thread each (whose blocking requests Qt warns
         cannot use timers: "Timers can only be used with threads started
         with QThread"); `on_answer(answer, tag)` as
         each is answered, and stop taking bodies when it returns False. A
-        lost answer is sent again with the same key, as by post_keyed."""
+        lost answer is sent again with the same key, as by post_keyed (one
+        without a key is answered as lost)."""
         manager = QgsNetworkAccessManager.instance()
         loop = QEventLoop()
         pending = iter(bodies)
         flying = {}
+        ahead = []
         lost = []
         going = [True]
         # Raised by `bodies` or `on_answer` (a slot must not raise): raised
@@ -101,11 +108,11 @@ class Client:
         broken = []
 
         def finished(reply):
-            body, key, tag = flying.pop(id(reply))
+            body, key, tag = flying.pop(id(reply))[0]
             answer = _answer(reply, "" if reply.error() == QNetworkReply.NoError else reply.errorString())
             reply.deleteLater()
             try:
-                if answer.lost or answer.status == 409:
+                if key is not None and (answer.lost or answer.status == 409):
                     lost.append((body, key, tag))
                 elif on_answer(answer, tag) is False:
                     going[0] = False
@@ -114,25 +121,43 @@ class Client:
                 going[0] = False
             take()
 
+        def made():
+            """The next item of `bodies`, or None (and why, in `broken`)."""
+            try:
+                return ahead.pop() if ahead else next(pending, None)
+            except Exception as e:  # noqa: BLE001
+                broken.append(e)
+                going[0] = False
+                return None
+
         def take():
             while going[0] and len(flying) < jobs:
-                try:
-                    item = next(pending, None)
-                except Exception as e:  # noqa: BLE001
-                    broken.append(e)
-                    going[0] = False
-                    break
+                item = made()
                 if item is None:
                     break
-                body, key, _ = item
-                request = self._request(path, body, dict(headers, **{"Idempotency-Key": key}))
-                if self.authcfg:
-                    QgsApplication.authManager().updateNetworkRequest(request, self.authcfg)
-                reply = manager.post(request, QByteArray(body))
-                flying[id(reply)] = item
-                reply.finished.connect(lambda reply=reply: finished(reply))
+                send(item)
+            # The next body is made now, while requests fly, so that an
+            # answer is followed by the next request at once.
+            if going[0] and flying and not ahead:
+                item = made()
+                if item is not None:
+                    ahead.append(item)
             if not flying:
                 loop.quit()
+
+        def send(item):
+            body, key, _ = item
+            request = self._request(path, body, dict(headers, **({"Idempotency-Key": key} if key else {})))
+            if self.authcfg:
+                QgsApplication.authManager().updateNetworkRequest(request, self.authcfg)
+            reply = manager.post(request, QByteArray(body))
+            slot = functools.partial(finished, reply)
+            reply.finished.connect(slot)
+            # The reply's wrapper and its slot are held here until it is
+            # answered: a cycle of the two alone was collected as garbage
+            # (json.loads of a large answer ran the collector), its answer
+            # never came and the load hung.
+            flying[id(reply)] = (item, reply, slot)
 
         take()
         if flying:

@@ -15,6 +15,7 @@ through QGIS and writing them again took three times what the service
 took to store them.
 """
 import hashlib
+import json
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ BATCH_BYTES = 2 << 20
 FIRST_BATCH = 2000
 # The largest file read into memory to be sent as its own bytes.
 FILE_BYTES = 256 << 20
+GEOJSON = {"Content-Type": "application/geo+json"}
 
 
 class Encoder:
@@ -96,6 +98,33 @@ def batch_key(collection, mode, run, body):
         digest.update(part.encode("utf-8") + b"\0")
     digest.update(body)
     return "qgis-load-" + digest.hexdigest()
+
+
+def features_answered(answer, document):
+    """How many features the service says a batch held: a 201's ids, a 200
+    report's operations, a refused write's batches (0 when it does not say)."""
+    if answer.status == 201:
+        return ids_listed(answer.body)
+    if answer.status == 200:
+        return document.get("written", 0) + document.get("not_written", 0)
+    return sum(b.get("count", 0) for b in document.get("batches", []) if isinstance(b, dict))
+
+
+def ids_listed(body):
+    """How many ids a 201's bulk report lists: when they are numbers (a
+    batch's are 100 KB of JSON), its commas, else parsed."""
+    at = body.find(b'"ids":[')
+    if at != -1:
+        at += len(b'"ids":[')
+        first = body[at:at + 1]
+        if first == b"]":
+            return 0
+        if first and first in b"-0123456789":
+            return body.count(b",", at, body.find(b"]", at)) + 1
+    try:
+        return len(json.loads(body)["ids"])
+    except (ValueError, KeyError, TypeError):
+        return 0
 
 
 class LoadIntoCollection(QgsProcessingAlgorithm):
@@ -152,25 +181,33 @@ class LoadIntoCollection(QgsProcessingAlgorithm):
         encode = Encoder(sent, source.sourceCrs())
         total = source.featureCount() or 0
         path = f"/collections/{collection}/items?mode={mode}"
-        totals = {"written": 0, "replayed": 0, "failed": 0, "sent": 0}
+        totals = {"written": 0, "replayed": 0, "failed": 0, "refused": 0, "sent": 0}
+        # The service refuses keys in mode batch (its batches commit one by one).
+        keyed = mode != "batch"
         problems = []
 
         def post(body, count):
-            answer, _ = client.post_keyed(path, body, {"Content-Type": "application/geo+json"},
-                                          key=batch_key(collection, mode, run, body))
+            if keyed:
+                answer, _ = client.post_keyed(path, body, dict(GEOJSON), key=batch_key(collection, mode, run, body))
+            else:
+                answer = client.post(path, body, dict(GEOJSON))
             return answer, count, len(body)
 
         def send(features):
             return post(encode(features), len(features))
 
         def settle(answered):
+            """Count a batch's answer; `count` is None for a file's batch, whose answer says it."""
             answer, count, size = answered
-            # Batches of about BATCH_BYTES, whatever the features' size.
-            sizing[0] = max(1, int(count * BATCH_BYTES / max(size, 1)))
             replayed = answer.headers.get("idempotent-replayed", "") == "true"
-            # A 201 says all were written: its ids are not read (a whole
-            # file's are a megabyte of JSON).
+            # A 201 says all were written: its ids are counted, not parsed
+            # (a batch's are 100 KB of JSON).
             document = {} if answer.status == 201 else answer.json() or {}
+            if count is None:
+                count = features_answered(answer, document)
+            else:
+                # Batches of about BATCH_BYTES, whatever the features' size.
+                sizing[0] = max(1, int(count * BATCH_BYTES / max(size, 1)))
             if answer.status == 201:
                 totals["replayed" if replayed else "written"] += count
             elif answer.status == 200:
@@ -181,7 +218,10 @@ class LoadIntoCollection(QgsProcessingAlgorithm):
                                 if e.get("error"))
             else:
                 totals["failed"] += count
+                totals["refused"] += 1
                 detail = answer.detail
+                if answer.lost and not keyed:
+                    detail += " (mode batch carries no Idempotency-Key: whether it was written is not known)"
                 problems.append(detail)
                 for e in document.get("errors", [])[:5]:
                     problems.append(f"  {e.get('pointer', '')}: {e.get('message', '')}")
@@ -215,18 +255,15 @@ class LoadIntoCollection(QgsProcessingAlgorithm):
             """The file's own features, a run of about BATCH_BYTES a batch,
             JOBS at once on QGIS's network thread."""
             def batches():
-                for first, end, count in split.feature_runs(body, start, BATCH_BYTES):
-                    batch = split.HEAD + body[first:end] + split.TAIL
-                    yield batch, batch_key(collection, mode, run, batch), (count, len(batch))
+                for first, end in split.feature_runs(body, start, BATCH_BYTES):
+                    batch = split.batch(body, first, end)
+                    yield batch, batch_key(collection, mode, run, batch) if keyed else None, (None, len(batch))
 
             def answered(answer, tag):
                 settle((answer, *tag))
                 return not feedback.isCanceled()
 
-            try:
-                client.post_all(path, batches(), {"Content-Type": "application/geo+json"}, jobs, answered)
-            except ValueError as e:
-                raise QgsProcessingException(f"the file is not a FeatureCollection of features: {e}") from e
+            client.post_all(path, batches(), dict(GEOJSON), jobs, answered)
 
         layer = self.parameterAsVectorLayer(parameters, self.INPUT, context)
         geojson = file_as_it_is(parameters[self.INPUT], layer, schema)
@@ -246,9 +283,11 @@ class LoadIntoCollection(QgsProcessingAlgorithm):
                           f"run, {totals['failed']} not written")
         if feedback.isCanceled():
             feedback.pushInfo("cancelled: run it again on the same input to load the rest")
-        elif totals["failed"]:
-            raise QgsProcessingException(f"{totals['failed']} feature(s) not written: fix them and run the "
-                                         "algorithm again (batches already written are not written again)")
+        elif totals["failed"] or totals["refused"]:
+            again = ("batches already written are not written again" if keyed
+                     else "in mode batch, without keys, every batch is written again")
+            raise QgsProcessingException(f"{totals['failed']} feature(s) not written ({totals['refused']} batch(es) "
+                                         f"refused): fix them and run the algorithm again ({again})")
         return {"WRITTEN": totals["written"], "REPLAYED": totals["replayed"]}
 
 
