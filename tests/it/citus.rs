@@ -13,7 +13,9 @@ use serde_json::{json, Value};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
-use crate::support::{config, connect, point, TestApp, TestDb};
+use featurepipe_proxy::Proxy;
+
+use crate::support::{config, connect, point, via_proxy, TestApp, TestDb};
 
 const VARIABLE: &str = "FEATUREPIPE_TEST_CITUS";
 
@@ -35,6 +37,17 @@ const SETUP: &str = "
 /// true` for `sites`), and the schema; `None`, said, without
 /// `FEATUREPIPE_TEST_CITUS`.
 async fn citus_app(test: &str) -> Option<(TestApp, String)> {
+    citus_app_at(test, None)
+        .await
+        .map(|(app, schema, _)| (app, schema))
+}
+
+/// [`citus_app`], the service `one_way` from the coordinator when given
+/// (through the latency proxy, which it answers with).
+async fn citus_app_at(
+    test: &str,
+    one_way: Option<Duration>,
+) -> Option<(TestApp, String, Option<Proxy>)> {
     let Ok(base) = std::env::var(VARIABLE) else {
         eprintln!("citus::{test}: skipped: {VARIABLE} does not name a Citus coordinator");
         return None;
@@ -54,22 +67,38 @@ async fn citus_app(test: &str) -> Option<(TestApp, String)> {
         .expect("set-up SQL on the coordinator");
     let settings = std::env::temp_dir().join(format!("{schema}.toml"));
     std::fs::write(&settings, "[collections.sites]\nchanges = true\n").unwrap();
-    let mut config = config(&base);
+    // Through the proxy in plain text, which it can read (and count the
+    // round trips of): Citus turns TLS on with a certificate of its own.
+    let url = match one_way {
+        Some(_) if !base.contains("sslmode") => {
+            let glue = if base.contains('?') { '&' } else { '?' };
+            format!("{base}{glue}sslmode=disable")
+        }
+        _ => base.clone(),
+    };
+    let db = TestDb { url, client };
+    let (proxy, mut config) = match one_way {
+        Some(one_way) => {
+            let (proxy, config) = via_proxy(&db, one_way).await;
+            (Some(proxy), config)
+        }
+        None => (None, config(&base)),
+    };
     config.schemas = vec![schema.clone()];
     config.settings = Some(settings);
-    // Strategies by the measured costs, as in production.
+    // Strategies by the measured costs, as in production; far from the
+    // coordinator, INSERT (what is measured there).
     config.copy_threshold = None;
-    let db = TestDb {
-        url: base.clone(),
-        client,
-    };
+    if one_way.is_some() {
+        config.write_strategy = featurepipe::write::Strategy::Insert;
+    }
     let app = TestApp::on(db, config).await;
     app.db
         .client
         .batch_execute(&format!("SET search_path = {schema}, public"))
         .await
         .unwrap();
-    Some((app, schema))
+    Some((app, schema, proxy))
 }
 
 /// Points named `{tag}{i}`.
@@ -389,6 +418,52 @@ async fn copy_of_20000_points_beside_raw_binary_copy() {
         20_000.0 / raw.as_secs_f64(),
         100.0 * raw.as_secs_f64() / http.as_secs_f64()
     );
+    drop_schema(&app, &schema).await;
+}
+
+#[tokio::test]
+async fn pipelined_inserts_far_from_the_coordinator_take_one_flight() {
+    const TEST: &str = "pipelined_inserts_far_from_the_coordinator_take_one_flight";
+    let Some((app, schema, Some(proxy))) =
+        citus_app_at(TEST, Some(Duration::from_millis(25))).await
+    else {
+        return;
+    };
+    // 50 ms a round trip: one a row would be 50 s for 1,000 points. The
+    // first POST prepares the statements; the second is measured.
+    let mut counted = Vec::new();
+    for tag in ["cold-", "warm-"] {
+        let (before, started) = (proxy.round_trips(), Instant::now());
+        let r = app
+            .post_raw(
+                "/collections/sites/items",
+                Some("application/geo+json"),
+                points(tag, 1000).to_string(),
+            )
+            .await;
+        let took = started.elapsed();
+        assert_eq!(
+            (r.status.as_u16(), &r.body["strategy"]),
+            (201, &json!("insert")),
+            "{tag}: {r:?}"
+        );
+        assert!(
+            ids_in_feature_order(&app, &r.body, tag).await,
+            "{tag}: ids out of order"
+        );
+        counted.push((proxy.round_trips() - before, took));
+    }
+    eprintln!(
+        "citus: 1,000 points by INSERT, 25 ms each way from the coordinator: \
+         cold {} round trips in {:.3} s, warm {} in {:.3} s",
+        counted[0].0,
+        counted[0].1.as_secs_f64(),
+        counted[1].0,
+        counted[1].1.as_secs_f64()
+    );
+    // As on one server: BEGIN, the INSERTs and COMMIT in one flight once
+    // warm (the key column's defaults drawn with them).
+    assert!(counted[1].0 <= 2, "warm: {counted:?}");
     drop_schema(&app, &schema).await;
 }
 
