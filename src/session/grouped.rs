@@ -29,16 +29,14 @@ pub struct Group {
 
 /// The change `step` makes, and the key it names written one way only
 /// ([`canonical_key`]), when one statement can make it together with others:
-/// an update, replace or delete of a feature of a table on one server, under
-/// at most one plain If-Match tag.
+/// an update, replace or delete of a feature, under at most one plain
+/// If-Match tag.
 fn change_of(step: &Step) -> Option<(ItemChange<'_>, String)> {
     let tags_fit = match &step.if_match {
         None => true,
         Some(tags) => matches!(tags.as_slice(), [tag] if !tag.starts_with('!')),
     };
-    // Citus routes one statement's rows shard by shard, and does not join a
-    // distributed table to an array.
-    if !tags_fit || step.coll.distributed || step.coll.changes_alone {
+    if !tags_fit || step.coll.changes_alone {
         return None;
     }
     let key = canonical_key(&step.coll, step.id.as_deref()?)?;
@@ -250,9 +248,6 @@ mod tests {
     #[test]
     fn single_changes_and_other_kinds_are_not() {
         let coll = Arc::new(table("a"));
-        let mut distributed = table("b");
-        distributed.distributed = true;
-        let distributed = Arc::new(distributed);
         let mut triggered = table("c");
         triggered.changes_alone = true;
         let triggered = Arc::new(triggered);
@@ -260,8 +255,6 @@ mod tests {
             step(&coll, StepKind::Delete, "1", None),
             step(&coll, StepKind::Missing, "x", None),
             step(&coll, StepKind::Delete, "2", None),
-            step(&distributed, StepKind::Delete, "3", None),
-            step(&distributed, StepKind::Delete, "4", None),
             step(&triggered, StepKind::Delete, "5", None),
             step(&triggered, StepKind::Delete, "6", None),
         ];

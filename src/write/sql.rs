@@ -321,21 +321,13 @@ fn assignments(
 /// array each (geometries in `srid`). It answers each feature's place in
 /// the arrays (from 1) with its new ETag (NULL after a delete), and fails
 /// unless every feature existed, matched its tag and was changed exactly
-/// once (a trigger, a row security policy or a repeated key may say
-/// otherwise): the caller then sends them one by one to learn which failed.
-/// `None` when a column cannot be bound as an array, or nothing is set.
-///
-/// The tag is compared in the UPDATE's own condition, which a concurrent
-/// change makes the database evaluate again on the row as it is now.
+/// once (a trigger, a row security policy, a repeated key or, on Citus, a
+/// concurrent change may say otherwise): the caller then sends them one by
+/// one to learn which failed. `None` when a column cannot be bound as an
+/// array, or nothing is set.
 pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Option<String> {
-    let table = coll.qualified_name();
     let pk = coll.primary_key?;
-    let key = format!(
-        "{} = u.id::{}",
-        read_sql::col(coll, pk),
-        coll.columns[pk].exact_type_sql
-    );
-    let tag_holds = "(u.tag IS NULL OR u.tag = '*' OR u.tag = md5(t::text))";
+    let (key_col, key_type) = (read_sql::col(coll, pk), &coll.columns[pk].exact_type_sql);
     let columns = match change {
         ItemChange::Replace(columns) | ItemChange::Update(columns) => columns,
         ItemChange::Delete => &[],
@@ -352,25 +344,31 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
         vec!["n".to_owned()],
     ]
     .concat();
-    let done = match change {
-        ItemChange::Delete => format!(
-            "DELETE FROM {table} AS t USING u WHERE {key} AND {tag_holds} RETURNING u.n, NULL::text"
-        ),
-        ItemChange::Replace(_) | ItemChange::Update(_) => {
-            let replace = matches!(change, ItemChange::Replace(_));
-            let sets = assignments(coll, columns, replace, srid, |i| format!("u.c{i}"));
+    let many = ManyChanges {
+        table: coll.qualified_name(),
+        key: |alias: &str| format!("{key_col} = {alias}.id::{key_type}"),
+        among: format!("{key_col} = ANY($1::text[]::{key_type}[])"),
+    };
+    let sets = |alias: &str| {
+        let replace = matches!(change, ItemChange::Replace(_));
+        assignments(coll, columns, replace, srid, |i| format!("{alias}.c{i}"))
+    };
+    let done = match (change, coll.distributed) {
+        (ItemChange::Delete, false) => many.deleted_here(),
+        (ItemChange::Delete, true) => many.deleted_on_citus(),
+        (_, distributed) => {
+            let sets = sets(if distributed { "ok" } else { "u" });
             if sets.is_empty() {
                 return None;
             }
-            format!(
-                "UPDATE {table} AS t SET {} FROM u WHERE {key} AND {tag_holds} \
-                 RETURNING u.n, md5(t::text)",
-                sets.join(", ")
-            )
+            match distributed {
+                false => many.updated_here(&sets),
+                true => many.updated_on_citus(&sets),
+            }
         }
     };
     Some(format!(
-        "WITH u AS (SELECT * FROM unnest({}) WITH ORDINALITY AS u({})), done(n, etag) AS ({done}) \
+        "WITH u AS (SELECT * FROM unnest({}) WITH ORDINALITY AS u({})), {done} \
          SELECT n, etag FROM done UNION ALL \
          SELECT NULL::int8, featurepipe.fail('P0001', 'a change of many features did not change each one once')::text \
            FROM (SELECT count(*), count(DISTINCT n) FROM done) AS c(rows, features) \
@@ -378,6 +376,90 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
         arrays.join(", "),
         names.join(", "),
     ))
+}
+
+/// The CTEs ending in `done(n, etag)` that make the changes of
+/// [`change_many`] to the rows of `u` (`id`, `tag`, `c0`…, `n`).
+struct ManyChanges<K> {
+    table: String,
+    /// The key column equal to `{alias}.id`.
+    key: K,
+    /// The key among the keys of `$1`.
+    among: String,
+}
+
+/// Whether the tag of `u` holds for the row `t`.
+const TAG_HOLDS: &str = "(u.tag IS NULL OR u.tag = '*' OR u.tag = md5(t::text))";
+
+impl<K: Fn(&str) -> String> ManyChanges<K> {
+    /// On one server the tag is compared in the change's own condition,
+    /// which a concurrent change makes the database evaluate again on the
+    /// row as it is now.
+    fn deleted_here(&self) -> String {
+        format!(
+            "done(n, etag) AS (DELETE FROM {} AS t USING u WHERE {} AND {TAG_HOLDS} \
+             RETURNING u.n, NULL::text)",
+            self.table,
+            (self.key)("u")
+        )
+    }
+
+    fn updated_here(&self, sets: &[String]) -> String {
+        format!(
+            "done(n, etag) AS (UPDATE {} AS t SET {} FROM u WHERE {} AND {TAG_HOLDS} \
+             RETURNING u.n, md5(t::text))",
+            self.table,
+            sets.join(", "),
+            (self.key)("u")
+        )
+    }
+
+    /// Citus refuses a row's text (a stable function) in an UPDATE's
+    /// condition and in RETURNING, and a multi-shard `FOR UPDATE`: the
+    /// tags are compared with the rows as first read (`ok`), and only rows
+    /// still in that version (`xmin`) are changed, which a concurrent
+    /// change makes the database check again on the row as it is now. The
+    /// keys are also compared with the array itself, so that the statement
+    /// goes only to the shards that hold them. Not on one server: there
+    /// this shape took 22–49 ms for 1,000 updates, the other 4–5 ms.
+    fn read_on_citus(&self) -> String {
+        format!(
+            "ok AS (SELECT u.*, t.xmin AS version FROM u JOIN {} AS t ON {} WHERE {} AND {TAG_HOLDS}), ",
+            self.table,
+            (self.key)("u"),
+            self.among
+        )
+    }
+
+    /// The rows of `ok` still as they were read.
+    fn unchanged(&self) -> String {
+        format!(
+            "t.xmin = ok.version AND {} AND {}",
+            (self.key)("ok"),
+            self.among
+        )
+    }
+
+    fn deleted_on_citus(&self) -> String {
+        format!(
+            "{}done(n, etag) AS (DELETE FROM {} AS t USING ok WHERE {} RETURNING ok.n, NULL::text)",
+            self.read_on_citus(),
+            self.table,
+            self.unchanged()
+        )
+    }
+
+    fn updated_on_citus(&self, sets: &[String]) -> String {
+        format!(
+            "{}updated AS (UPDATE {} AS t SET {} FROM ok WHERE {} RETURNING t.*), \
+             done(n, etag) AS (SELECT u.n, md5(t::text) FROM updated AS t JOIN u ON {})",
+            self.read_on_citus(),
+            self.table,
+            sets.join(", "),
+            self.unchanged(),
+            (self.key)("u")
+        )
+    }
 }
 
 /// The statement that changes every feature `condition` selects (an edit

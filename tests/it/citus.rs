@@ -5,6 +5,7 @@
 //! test makes a schema of its own there and drops it. Without the variable
 //! each test says it is skipped and passes: `make test` has no Citus.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -129,8 +130,7 @@ async fn ids_in_feature_order(app: &TestApp, r: &Value, tag: &str) -> bool {
         .query("SELECT id, name FROM sites WHERE id = ANY($1)", &[&ids])
         .await
         .unwrap();
-    let by_id: std::collections::HashMap<i64, String> =
-        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let by_id: HashMap<i64, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     ids.len() == by_id.len()
         && ids
             .iter()
@@ -465,6 +465,111 @@ async fn pipelined_inserts_far_from_the_coordinator_take_one_flight() {
     // warm (the key column's defaults drawn with them).
     assert!(counted[1].0 <= 2, "warm: {counted:?}");
     drop_schema(&app, &schema).await;
+}
+
+#[tokio::test]
+async fn a_session_changes_many_features_in_one_statement() {
+    const TEST: &str = "a_session_changes_many_features_in_one_statement";
+    let Some((app, schema)) = citus_app(TEST).await else {
+        return;
+    };
+    let r = app.post("sites", &points("many-", 1000)).await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let ids: Vec<i64> = r.body["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    // Each under its ETag, as the QGIS plugin sends them.
+    let tags = tags_of(&app, &ids).await;
+    let updates = |stale: Option<usize>, tags: &HashMap<i64, String>| -> Value {
+        let ops: Vec<Value> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let tag = match stale == Some(i) {
+                    true => "0123456789abcdef0123456789abcdef".to_owned(),
+                    false => tags[id].clone(),
+                };
+                json!({"op": "update", "collection": "sites", "id": id, "if_match": tag,
+                       "patch": {"properties": {"kind": "changed"}}})
+            })
+            .collect();
+        json!({ "operations": ops })
+    };
+    let send =
+        |body: Value| app.post_raw("/transactions", Some("application/json"), body.to_string());
+    // A stale tag: named at its operation, nothing written.
+    let r = send(updates(Some(700), &tags)).await;
+    assert_eq!(r.status, 412, "{r:?}");
+    assert_eq!(r.body["errors"][0]["operation"], 700, "{r:?}");
+    let changed = "SELECT count(*) FROM sites WHERE kind = 'changed'";
+    assert_eq!(app.db.int(changed).await, 0);
+    // Another writer changes one after its tag was read, and commits while
+    // the run waits for its row: the run changes only rows still as they
+    // were read, so it fails, and one statement a feature names it.
+    let theirs = format!(
+        "BEGIN; UPDATE sites SET kind = 'theirs' WHERE id = {}",
+        ids[500]
+    );
+    app.db.client.batch_execute(&theirs).await.unwrap();
+    let other = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        app.db.client.batch_execute("COMMIT").await.unwrap();
+    };
+    let (r, ()) = tokio::join!(send(updates(None, &tags)), other);
+    assert_eq!(r.status, 412, "{r:?}");
+    assert_eq!(r.body["errors"][0]["operation"], 500, "{r:?}");
+    assert_eq!(app.db.int(changed).await, 0);
+    let kept = format!(
+        "SELECT count(*) FROM sites WHERE kind = 'theirs' AND id = {}",
+        ids[500]
+    );
+    assert_eq!(app.db.int(&kept).await, 1);
+    let tags = tags_of(&app, &ids).await;
+    let started = Instant::now();
+    let r = send(updates(None, &tags)).await;
+    let updated = started.elapsed();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(app.db.int(changed).await, 1000);
+    // The new ETags, as a GET answers them.
+    let got = app
+        .get(&format!("/collections/sites/items/{}", ids[3]))
+        .await;
+    let etag = got.headers["etag"]
+        .to_str()
+        .unwrap()
+        .trim_matches('"')
+        .to_owned();
+    assert_eq!(
+        r.body["results"][3]["etag"],
+        json!(etag),
+        "{:?}",
+        r.body["results"][3]
+    );
+    let deletes: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"op": "delete", "collection": "sites", "id": id}))
+        .collect();
+    let started = Instant::now();
+    let r = send(json!({ "operations": deletes })).await;
+    let deleted = started.elapsed();
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(app.db.int("SELECT count(*) FROM sites").await, 0);
+    eprintln!(
+        "citus: a session of 1,000 updates under their ETags {:.3} s, of 1,000 deletes {:.3} s",
+        updated.as_secs_f64(),
+        deleted.as_secs_f64()
+    );
+    drop_schema(&app, &schema).await;
+}
+
+/// The ETags of features `ids`, as the service makes them.
+async fn tags_of(app: &TestApp, ids: &[i64]) -> HashMap<i64, String> {
+    let sql = "SELECT id, md5(t::text) FROM sites AS t WHERE id = ANY($1)";
+    let rows = app.db.client.query(sql, &[&ids]).await.unwrap();
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
 /// Drop the test's schema (and its distributed tables) on the coordinator.

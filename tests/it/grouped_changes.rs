@@ -280,3 +280,35 @@ async fn a_failure_before_a_run_is_named_without_sending_the_session_again() {
         0
     );
 }
+
+#[tokio::test]
+async fn a_change_made_meanwhile_by_another_is_not_overwritten() {
+    let app = TestApp::new(SETUP).await;
+    let mut ops = Vec::new();
+    for id in 1..=8 {
+        let mut op = update(id, 700 + id);
+        op["if_match"] = json!(etag(&app, id).await);
+        ops.push(op);
+    }
+    // Another writer changes feature 5 after its tag was read, and commits
+    // while the run waits for its row: the run changes only rows still as
+    // they were read, so it fails, and one statement a feature names it.
+    app.db
+        .client
+        .batch_execute("BEGIN; UPDATE pts SET note = 'theirs' WHERE id = 5")
+        .await
+        .unwrap();
+    let other = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        app.db.client.batch_execute("COMMIT").await.unwrap();
+    };
+    let (r, ()) = tokio::join!(session(&app, "atomic", ops), other);
+    assert_eq!(r.status, 412, "{r:?}");
+    assert_eq!(first_error(&r)["operation"], 4, "{r:?}");
+    let kept = app.db.text("SELECT note FROM pts WHERE id = 5").await;
+    assert_eq!(kept.as_deref(), Some("theirs"));
+    assert_eq!(
+        app.db.int("SELECT count(*) FROM pts WHERE n > 700").await,
+        0
+    );
+}
