@@ -1,5 +1,8 @@
 """20,000 points: featurepipe's POST beside a raw binary COPY (psycopg) into
-the same distributed table, interleaved (scripts/citus-bench.sh).
+the same distributed table, interleaved (scripts/citus-bench.sh): the raw
+COPY with Citus's defaults, and with one connection a worker
+(`citus.max_adaptive_executor_pool_size = 1`), as featurepipe's connections
+have it.
 
     citus_bench.py SERVICE_URL DATABASE_URL SCHEMA ROUNDS
 """
@@ -18,12 +21,14 @@ body = json.dumps({"type": "FeatureCollection", "features": feats}).encode()
 # EWKB points with SRID 4326, which PostGIS takes as its binary input.
 rows = [(f"b{i}", 1.5, struct.pack("<BIIdd", 1, 0x20000001, 4326, i * 1e-4, 1.0)) for i in range(N)]
 conn = psycopg.connect(dsn, autocommit=True)
+one = psycopg.connect(dsn, autocommit=True)
+one.execute("SET citus.max_adaptive_executor_pool_size = 1")
 def post():
     r = urllib.request.Request(base + "/collections/sites/items", data=body, method="POST", headers={"Content-Type": "application/geo+json"})
     t = time.monotonic(); d = json.load(urllib.request.urlopen(r)); e = time.monotonic() - t
     assert d["strategy"] == "copy" and len(d["ids"]) == N, d.get("strategy")
     return e
-def raw():
+def raw(conn=conn):
     t = time.monotonic()
     with conn.cursor() as cur:
         with cur.copy(f"COPY {schema}.sites (name, height, geom) FROM STDIN (FORMAT binary)") as copy:
@@ -31,11 +36,12 @@ def raw():
             for row in rows:
                 copy.write_row(row)
     return time.monotonic() - t
-post(); raw()  # warm
-p, c = [], []
+post(); raw(); raw(one)  # warm
+p, c, o = [], [], []
 for _ in range(rounds):
-    p.append(post()); c.append(raw())
-mp, mc = statistics.median(p), statistics.median(c)
+    p.append(post()); c.append(raw()); o.append(raw(one))
+mp, mc, mo = statistics.median(p), statistics.median(c), statistics.median(o)
 print(f"featurepipe POST: median {mp:.3f} s ({N/mp:.0f} rows/s) {[round(x,3) for x in p]}")
-print(f"raw binary COPY (psycopg): median {mc:.3f} s ({N/mc:.0f} rows/s) {[round(x,3) for x in c]}")
-print(f"featurepipe at {100*mc/mp:.0f}% of raw COPY's rows/s")
+print(f"raw binary COPY (psycopg), Citus's defaults: median {mc:.3f} s ({N/mc:.0f} rows/s) {[round(x,3) for x in c]}")
+print(f"raw binary COPY (psycopg), one connection a worker: median {mo:.3f} s ({N/mo:.0f} rows/s) {[round(x,3) for x in o]}")
+print(f"featurepipe at {100*mc/mp:.0f}% of raw COPY's rows/s with Citus's defaults, {100*mo/mp:.0f}% with one connection a worker")

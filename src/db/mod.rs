@@ -143,6 +143,16 @@ pub fn connection_config(
     Ok((config, options, connector))
 }
 
+/// One connection a worker for Citus's multi-shard commands (a COPY into a
+/// distributed table, a change of many features in one statement), unless
+/// the role, the database or the URL's options chose otherwise; nothing
+/// where Citus is not loaded. Citus opens up to 16 a worker for such a
+/// command and keeps one after the transaction, so every write paid for
+/// setting up the others: 20,000 points by COPY took 0.48 s, with one
+/// connection a worker 0.075 s, and 100 points 0.39 s against 0.01 s.
+const CITUS_POOL: &str = "SELECT set_config(name, '1', false) FROM pg_catalog.pg_settings \
+     WHERE name = 'citus.max_adaptive_executor_pool_size' AND source = 'default'";
+
 /// The pool, how long a request may wait for a connection, the database
 /// role its SQL runs as, and how often a transaction rolled back by a
 /// conflict is run again.
@@ -232,14 +242,19 @@ impl Database {
             },
         );
         let mut builder = Pool::builder(manager);
-        if pooler == Pooler::Session && !statement_timeout.is_zero() {
+        if pooler != Pooler::Transaction {
             // Poolers refuse startup options; in session mode the server
             // connection is this one's for good, so a SET lasts as long.
+            // Behind a pooler in transaction mode a session's settings
+            // would reach other clients: none is made there.
+            let timeout = (pooler == Pooler::Session && !statement_timeout.is_zero())
+                .then(|| format!("SET statement_timeout = {timeout_ms}; "));
+            let sql = format!("{}{CITUS_POOL}", timeout.unwrap_or_default());
             builder = builder.post_create(Hook::async_fn(move |client, _| {
-                Box::pin(async move {
-                    let sql = format!("SET statement_timeout = {timeout_ms}");
-                    client.batch_execute(&sql).await.map_err(HookError::Backend)
-                })
+                let sql = sql.clone();
+                Box::pin(
+                    async move { client.batch_execute(&sql).await.map_err(HookError::Backend) },
+                )
             }));
         }
         let pool = builder
