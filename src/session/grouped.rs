@@ -2,8 +2,10 @@
 //! of updates (or replaces, or deletes) of one collection writing the same
 //! columns is sent as one statement over arrays ([`change_many`]), not one
 //! statement a feature: 1,000 changes took the database 111 ms one by one.
-//! When such a statement fails, the session is rolled back and sent again
-//! one statement a feature, which names the failing feature and field.
+//! On a table Citus distributes, a run of inserts is one statement too
+//! ([`insert_drawn`]). When such a statement fails, the session is rolled
+//! back and sent again one statement a feature, which names the failing
+//! feature and field.
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -16,22 +18,39 @@ use tokio_postgres::Error as PgError;
 use super::{Done, Msg, Session, Step, StepKind};
 use crate::catalog::{Collection, ColumnType, ScalarType};
 use crate::feature::value::by_column;
-use crate::write::sql::{change_many, ItemChange};
+use crate::write::sql::{change_many, insert_drawn, ItemChange};
 
 /// Steps changed by one statement.
 #[derive(Debug)]
 pub struct Group {
     /// The steps, in the session's list.
     pub steps: Range<usize>,
-    /// The statement ([`change_many`]).
+    /// The statement ([`change_many`], or [`insert_drawn`] for inserts).
     pub sql: String,
+    /// Inserts: the statement binds the rows' values alone, not keys and tags.
+    pub inserts: bool,
 }
 
-/// The change `step` makes, and the key it names written one way only
-/// ([`canonical_key`]), when one statement can make it together with others:
-/// an update, replace or delete of a feature, under at most one plain
-/// If-Match tag.
-fn change_of(step: &Step) -> Option<(ItemChange<'_>, String)> {
+/// What one statement can do for a run of steps.
+#[derive(Clone, Copy)]
+enum Run<'a> {
+    /// Change features named by key.
+    Change(ItemChange<'a>),
+    /// Insert features writing these columns.
+    Insert(&'a [usize]),
+}
+
+/// What `step` does, and the key it names written one way only
+/// ([`canonical_key`]; none for an insert), when one statement can do it
+/// together with others: an update, replace or delete of a feature, under
+/// at most one plain If-Match tag; or, on a table Citus distributes, an
+/// insert (one server writes a session's inserts about as fast one a
+/// statement: 1,000 in 22 ms, against 0.55 s on Citus).
+fn run_of(step: &Step) -> Option<(Run<'_>, Option<String>)> {
+    if let StepKind::Insert(columns) = &step.kind {
+        let alone = !step.coll.distributed || step.coll.before_insert_trigger;
+        return (!alone).then_some((Run::Insert(columns), None));
+    }
     let tags_fit = match &step.if_match {
         None => true,
         Some(tags) => matches!(tags.as_slice(), [tag] if !tag.starts_with('!')),
@@ -46,7 +65,7 @@ fn change_of(step: &Step) -> Option<(ItemChange<'_>, String)> {
         StepKind::Delete => ItemChange::Delete,
         _ => return None,
     };
-    Some((change, key))
+    Some((Run::Change(change), Some(key)))
 }
 
 /// The key `id` names, written one way only, for keys whose text says
@@ -78,6 +97,7 @@ fn same_change(a: &Step, b: &Step) -> bool {
         (StepKind::Replace(x), StepKind::Replace(y))
         | (StepKind::Update(x), StepKind::Update(y)) => x == y,
         (StepKind::Delete, StepKind::Delete) => true,
+        (StepKind::Insert(x), StepKind::Insert(y)) => x == y,
         _ => false,
     };
     same_kind && Arc::ptr_eq(&a.coll, &b.coll) && a.srid == b.srid
@@ -90,25 +110,31 @@ pub fn groups(steps: &[Step]) -> Vec<Group> {
     let mut groups = Vec::new();
     let mut start = 0;
     while start < steps.len() {
-        let Some((change, _)) = change_of(&steps[start]) else {
+        let Some((run, _)) = run_of(&steps[start]) else {
             start += 1;
             continue;
         };
         let mut keys = HashSet::new();
         let mut end = start;
-        while let Some((_, key)) = steps.get(end).and_then(change_of) {
-            if !same_change(&steps[start], &steps[end]) || !keys.insert(key) {
+        while let Some((_, key)) = steps.get(end).and_then(run_of) {
+            let again = key.is_some_and(|key| !keys.insert(key));
+            if !same_change(&steps[start], &steps[end]) || again {
                 break;
             }
             end += 1;
         }
-        if end - start > 1 {
-            if let Some(sql) = change_many(&steps[start].coll, change, steps[start].srid) {
-                groups.push(Group {
-                    steps: start..end,
-                    sql,
-                });
-            }
+        let (coll, srid) = (&steps[start].coll, steps[start].srid);
+        let sql = match run {
+            _ if end - start < 2 => None,
+            Run::Change(change) => change_many(coll, change, srid),
+            Run::Insert(columns) => insert_drawn(coll, columns, srid),
+        };
+        if let Some(sql) = sql {
+            groups.push(Group {
+                steps: start..end,
+                sql,
+                inserts: matches!(run, Run::Insert(_)),
+            });
         }
         start = end;
     }
@@ -142,15 +168,22 @@ impl Session<'_> {
             .map(|s| s.if_match.as_ref().and_then(|tags| tags.first()))
             .collect();
         let columns = by_column(steps, |s| &s.values);
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&ids, &tags];
+        let mut params: Vec<&(dyn ToSql + Sync)> = match group.inserts {
+            true => Vec::new(),
+            false => vec![&ids, &tags],
+        };
         params.extend(columns.iter().map(|c| c as &(dyn ToSql + Sync)));
         let statement = &self.statements[self.group_statement[g]];
         let rows = statement.query(self.client, &params).await?;
         let mut done: Vec<Done> = steps.iter().map(|_| Done::Deleted).collect();
         for row in rows {
-            let (n, etag): (i64, Option<String>) = (row.get(0), row.get(1));
-            if let (Some(etag), Some(slot)) = (etag, done.get_mut(n as usize - 1)) {
-                *slot = Done::Etag(etag);
+            // A key (inserts) or an ETag (changes; none after a delete).
+            let (n, answer): (i64, Option<String>) = (row.get(0), row.get(1));
+            if let (Some(answer), Some(slot)) = (answer, done.get_mut(n as usize - 1)) {
+                *slot = match group.inserts {
+                    true => Done::Key(answer),
+                    false => Done::Etag(answer),
+                };
             }
         }
         Ok(Done::Many(done))
@@ -243,6 +276,42 @@ mod tests {
             step(&other, StepKind::Delete, "7", None),
         ];
         assert_eq!(runs(&steps), [0..3, 3..5]);
+    }
+
+    #[test]
+    fn inserts_are_grouped_on_citus_alone() {
+        // A key drawn by a sequence, a name to write.
+        let with_default = |distributed: bool, before_insert_trigger: bool| {
+            let mut coll = table("d");
+            coll.columns[0].default = Some("nextval('d_id_seq'::regclass)".to_owned());
+            coll.columns.push(Column::new(
+                "name",
+                ColumnType::Scalar(ScalarType::Text { max_chars: None }),
+            ));
+            coll.distributed = distributed;
+            coll.before_insert_trigger = before_insert_trigger;
+            Arc::new(coll)
+        };
+        let insert = |coll: &Arc<Collection>| step(coll, StepKind::Insert(vec![2]), "", None);
+        let (citus, one_server, triggered) = (
+            with_default(true, false),
+            with_default(false, false),
+            with_default(true, true),
+        );
+        let steps = vec![
+            insert(&one_server),
+            insert(&one_server),
+            insert(&citus),
+            insert(&citus),
+            insert(&citus),
+            step(&citus, StepKind::Insert(vec![1, 2]), "", None),
+            insert(&triggered),
+            insert(&triggered),
+        ];
+        let groups = groups(&steps);
+        let runs: Vec<Range<usize>> = groups.iter().map(|g| g.steps.clone()).collect();
+        assert_eq!(runs, vec![2..5]);
+        assert!(groups[0].inserts && groups[0].sql.contains("nextval('d_id_seq'::regclass)"));
     }
 
     #[test]

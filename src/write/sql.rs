@@ -146,6 +146,46 @@ pub fn insert_many(coll: &Collection, columns: &[usize], srid: i32) -> Option<St
     ))
 }
 
+/// One INSERT of many rows for Citus, which answers a multi-row INSERT's
+/// `RETURNING` shard by shard, not in the rows' order: each row's key is
+/// drawn from the key's default (or taken from the row) in a CTE, in the
+/// rows' order, before the INSERT, and answered from there as `(n, key)`,
+/// `n` the row's place in the arrays `$1`… (from 1). It fails, as
+/// [`insert_many`] does, when a trigger skipped a row. `None` when a
+/// column cannot be bound as an array, there is none, or the key is drawn
+/// by an identity (no default expression to draw it with here).
+pub fn insert_drawn(coll: &Collection, columns: &[usize], srid: i32) -> Option<String> {
+    let pk = coll.primary_key?;
+    let key = &coll.columns[pk];
+    let (arrays, mut names) = unnested(coll, columns, 1)?;
+    let first = arrays.first()?.clone();
+    let mut values: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, &ci)| param_expr(coll, ci, &format!("u.c{i}"), srid))
+        .collect();
+    let (drawn, into) = match columns.iter().position(|&ci| ci == pk) {
+        Some(i) => (values[i].clone(), insert_into(coll, columns)),
+        None if key.identity == Identity::None => {
+            let draw = format!("({})::{}", key.default.as_deref()?, key.exact_type_sql);
+            values.insert(0, "u.k".to_owned());
+            (draw, insert_into(coll, &[&[pk], columns].concat()))
+        }
+        None => return None,
+    };
+    names.push("n".to_owned());
+    Some(format!(
+        "WITH u AS MATERIALIZED (SELECT *, {drawn} AS k FROM unnest({}) WITH ORDINALITY AS u({})), \
+         ins AS ({into} SELECT {} FROM u ORDER BY u.n RETURNING 1) \
+         SELECT u.n, u.k::text FROM u UNION ALL \
+         SELECT NULL::int8, ('featurepipe: a trigger skipped ' || cardinality({first}) - c.n || ' features')::int::text \
+           FROM (SELECT count(*) FROM ins) AS c(n) WHERE c.n <> cardinality({first})",
+        arrays.join(", "),
+        names.join(", "),
+        values.join(", "),
+    ))
+}
+
 /// Like [`insert`], but a row a BEFORE INSERT trigger skipped (FP422) is an
 /// error of the statement, so that a transaction sent ahead of its answers
 /// cannot commit without it.

@@ -25,7 +25,8 @@ const VARIABLE: &str = "FEATUREPIPE_TEST_CITUS";
 const SETUP: &str = "
     CREATE TABLE sites (id bigserial PRIMARY KEY, name text NOT NULL DEFAULT 'unnamed',
                         kind text DEFAULT 'other', height float8 CHECK (height >= 0),
-                        geom geometry(Point, 4326));
+                        geom geometry(Point, 4326),
+                        CONSTRAINT kind_allowed CHECK (kind IS DISTINCT FROM 'forbidden'));
     SELECT create_distributed_table('sites', 'id');
     CREATE TABLE zones (id serial PRIMARY KEY, name text, geom geometry(Polygon, 4326));
     SELECT create_reference_table('zones');
@@ -473,14 +474,46 @@ async fn a_session_changes_many_features_in_one_statement() {
     let Some((app, schema)) = citus_app(TEST).await else {
         return;
     };
-    let r = app.post("sites", &points("many-", 1000)).await;
-    assert_eq!(r.status, 201, "{r:?}");
-    let ids: Vec<i64> = r.body["ids"]
-        .as_array()
-        .unwrap()
+    let send =
+        |body: Value| app.post_raw("/transactions", Some("application/json"), body.to_string());
+    // Inserts: one statement, the keys drawn in the features' order.
+    let inserts = |tag: &str| -> Value {
+        let ops: Vec<Value> = points(tag, 1000)["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| json!({"op": "insert", "collection": "sites", "feature": f}))
+            .collect();
+        json!({ "operations": ops })
+    };
+    // A row the database refuses (a check the service does not read):
+    // the run fails, and one statement a feature names it.
+    let mut refused = inserts("refused-");
+    refused["operations"][600]["feature"]["properties"]["kind"] = json!("forbidden");
+    let r = send(refused).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert_eq!(r.body["errors"][0]["operation"], 600, "{r:?}");
+    // Citus's worker names its shard ("sites_104913"), and no constraint field.
+    let error = &r.body["errors"][0];
+    assert_eq!(error["code"], "check_violation", "{error:?}");
+    assert!(
+        error["message"].as_str().unwrap().contains("kind_allowed"),
+        "{error:?}"
+    );
+    assert_eq!(app.db.int("SELECT count(*) FROM sites").await, 0);
+    let started = Instant::now();
+    let r = send(inserts("many-")).await;
+    let inserted = started.elapsed();
+    assert_eq!(r.status, 200, "{r:?}");
+    let results = r.body["results"].as_array().unwrap();
+    let ids: Vec<i64> = results
         .iter()
-        .map(|v| v.as_i64().unwrap())
+        .map(|r| r["ids"][0].as_i64().unwrap())
         .collect();
+    assert!(
+        ids_in_feature_order(&app, &json!({ "ids": ids }), "many-").await,
+        "ids out of order"
+    );
     // Each under its ETag, as the QGIS plugin sends them.
     let tags = tags_of(&app, &ids).await;
     let updates = |stale: Option<usize>, tags: &HashMap<i64, String>| -> Value {
@@ -498,8 +531,6 @@ async fn a_session_changes_many_features_in_one_statement() {
             .collect();
         json!({ "operations": ops })
     };
-    let send =
-        |body: Value| app.post_raw("/transactions", Some("application/json"), body.to_string());
     // A stale tag: named at its operation, nothing written.
     let r = send(updates(Some(700), &tags)).await;
     assert_eq!(r.status, 412, "{r:?}");
@@ -558,7 +589,8 @@ async fn a_session_changes_many_features_in_one_statement() {
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(app.db.int("SELECT count(*) FROM sites").await, 0);
     eprintln!(
-        "citus: a session of 1,000 updates under their ETags {:.3} s, of 1,000 deletes {:.3} s",
+        "citus: a session of 1,000 inserts {:.3} s, of 1,000 updates under their ETags {:.3} s, of 1,000 deletes {:.3} s",
+        inserted.as_secs_f64(),
         updated.as_secs_f64(),
         deleted.as_secs_f64()
     );
