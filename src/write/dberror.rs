@@ -74,7 +74,14 @@ pub fn feature_error(
         e.sqlstate = Some(db.code().code().to_owned());
         return (Refusal::Unfit, e);
     }
-    let column = db.column().map(str::to_owned);
+    // Citus passes on a worker's message, not its fields.
+    let (worker_column, worker_constraint) = match coll {
+        Some(coll) if coll.distributed && db.column().is_none() && db.constraint().is_none() => {
+            named_by_worker(db.message())
+        }
+        _ => (None, None),
+    };
+    let column = db.column().map(str::to_owned).or(worker_column);
     let place = coll.and_then(|coll| Some((coll, coll.column_index(column.as_deref()?)?)));
     let pointer = match place {
         Some((coll, ci)) if ci == coll.geometry => format!("{at}/geometry"),
@@ -88,7 +95,7 @@ pub fn feature_error(
         code: code_name(db.code()).to_owned(),
         message: db.message().to_owned(),
         sqlstate: Some(db.code().code().to_owned()),
-        constraint: db.constraint().map(str::to_owned),
+        constraint: db.constraint().map(str::to_owned).or(worker_constraint),
         column,
         detail: db
             .detail()
@@ -96,4 +103,67 @@ pub fn feature_error(
             .map(str::to_owned),
     };
     (Refusal::of(db.code().code()), field)
+}
+
+/// The column and the constraint a Citus worker's error names in its
+/// message alone: Citus passes on a worker's message, detail, hint and
+/// context, not its fields (`column`, `constraint`), so that an error on a
+/// distributed table named neither. Read from PostgreSQL's own messages in
+/// English (in another language they stay unnamed), the shard's suffix
+/// taken off a constraint's name (`sites_pkey_102009`).
+fn named_by_worker(message: &str) -> (Option<String>, Option<String>) {
+    const COLUMN: &str = "null value in column \"";
+    const CONSTRAINT: [&str; 4] = [
+        "violates check constraint \"",
+        "violates unique constraint \"",
+        "violates foreign key constraint \"",
+        "violates exclusion constraint \"",
+    ];
+    let quoted_after = |marker: &str| {
+        let (_, rest) = message.split_once(marker)?;
+        rest.split_once('"').map(|(name, _)| name.to_owned())
+    };
+    let constraint = CONSTRAINT.iter().find_map(|m| quoted_after(m));
+    (
+        quoted_after(COLUMN),
+        constraint.map(|c| without_shard_id(&c)),
+    )
+}
+
+/// `name` without the `_<shard id>` Citus appends to a shard's indexes and
+/// constraints (shard ids have six digits or more).
+fn without_shard_id(name: &str) -> String {
+    match name.rsplit_once('_') {
+        Some((base, id)) if id.len() >= 6 && id.bytes().all(|b| b.is_ascii_digit()) => {
+            base.to_owned()
+        }
+        _ => name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workers_message_names_the_column_and_the_constraint() {
+        let named = |m: &str| named_by_worker(m);
+        assert_eq!(
+            named(
+                "new row for relation \"sites_104913\" violates check constraint \"kind_allowed\""
+            ),
+            (None, Some("kind_allowed".to_owned()))
+        );
+        assert_eq!(
+            named("duplicate key value violates unique constraint \"sites_pkey_102009\""),
+            (None, Some("sites_pkey".to_owned()))
+        );
+        assert_eq!(
+            named("null value in column \"name\" of relation \"sites_102010\" violates not-null constraint"),
+            (Some("name".to_owned()), None)
+        );
+        // Digits that are not a shard's id stay.
+        assert_eq!(without_shard_id("code_2024"), "code_2024");
+        assert_eq!(named("une autre langue"), (None, None));
+    }
 }
