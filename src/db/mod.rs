@@ -248,13 +248,23 @@ impl Database {
             // Behind a pooler in transaction mode a session's settings
             // would reach other clients: none is made there.
             let timeout = (pooler == Pooler::Session && !statement_timeout.is_zero())
-                .then(|| format!("SET statement_timeout = {timeout_ms}; "));
-            let sql = format!("{}{CITUS_POOL}", timeout.unwrap_or_default());
+                .then(|| format!("SET statement_timeout = {timeout_ms}"));
             builder = builder.post_create(Hook::async_fn(move |client, _| {
-                let sql = sql.clone();
-                Box::pin(
-                    async move { client.batch_execute(&sql).await.map_err(HookError::Backend) },
-                )
+                let timeout = timeout.clone();
+                Box::pin(async move {
+                    if let Some(sql) = timeout {
+                        client
+                            .batch_execute(&sql)
+                            .await
+                            .map_err(HookError::Backend)?;
+                    }
+                    // A server without `pg_settings` (not PostgreSQL) is
+                    // used as it is.
+                    if let Err(e) = client.batch_execute(CITUS_POOL).await {
+                        tracing::debug!(error = %e, "the Citus connection setting was not made");
+                    }
+                    Ok(())
+                })
             }));
         }
         let pool = builder
