@@ -527,7 +527,7 @@ async fn a_session_changes_many_features_in_one_statement() {
                     false => tags[id].clone(),
                 };
                 json!({"op": "update", "collection": "sites", "id": id, "if_match": tag,
-                       "patch": {"properties": {"kind": "changed"}}})
+                       "patch": {"properties": {"kind": format!("changed-{i}")}}})
             })
             .collect();
         json!({ "operations": ops })
@@ -536,7 +536,7 @@ async fn a_session_changes_many_features_in_one_statement() {
     let r = send(updates(Some(700), &tags)).await;
     assert_eq!(r.status, 412, "{r:?}");
     assert_eq!(r.body["errors"][0]["operation"], 700, "{r:?}");
-    let changed = "SELECT count(*) FROM sites WHERE kind = 'changed'";
+    let changed = "SELECT count(*) FROM sites WHERE kind LIKE 'changed-%'";
     assert_eq!(app.db.int(changed).await, 0);
     // Another writer changes one after its tag was read, and commits while
     // the run waits for its row: the run changes only rows still as they
@@ -564,7 +564,18 @@ async fn a_session_changes_many_features_in_one_statement() {
     let r = send(updates(None, &tags)).await;
     let updated = started.elapsed();
     assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(app.db.int(changed).await, 1000);
+    // Each feature its own value.
+    let own = app
+        .db
+        .client
+        .query_one(
+            "SELECT count(*) FROM sites AS t JOIN unnest($1::int8[]) WITH ORDINALITY AS u(id, n) \
+             ON t.id = u.id WHERE t.kind = 'changed-' || (u.n - 1)",
+            &[&ids],
+        )
+        .await
+        .unwrap();
+    assert_eq!(own.get::<_, i64>(0), 1000);
     // The new ETags, as a GET answers them.
     let got = app
         .get(&format!("/collections/sites/items/{}", ids[3]))
