@@ -120,30 +120,43 @@ pub fn insert(coll: &Collection, columns: &[usize], srid: i32) -> String {
 ///
 /// The rows are inserted in the order of the arrays (`ORDER BY` the
 /// ordinality), and a CTE's rows are read in the order they were returned.
-/// A row that a trigger skipped fails the statement, so that a COMMIT sent
-/// behind it cannot keep the others without it; by a cast that cannot
-/// succeed rather than `featurepipe.fail`, which a caller's role
-/// (`[auth] set_role`) may not be allowed to run.
+/// A row that a trigger skipped fails the statement ([`none_skipped`]), so
+/// that a COMMIT sent behind it cannot keep the others without it.
 pub fn insert_many(coll: &Collection, columns: &[usize], srid: i32) -> Option<String> {
     let (arrays, mut names) = unnested(coll, columns, 1)?;
-    let values: Vec<String> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, &ci)| param_expr(coll, ci, &format!("u.c{i}"), srid))
-        .collect();
-    let first = arrays.first()?.clone();
+    let values = row_values(coll, columns, srid);
+    let skipped = none_skipped(arrays.first()?, "");
     names.push("n".to_owned());
     Some(format!(
         "WITH ins AS ({} SELECT {} FROM unnest({}) WITH ORDINALITY AS u({}) ORDER BY u.n{} AS k) \
-         SELECT k FROM ins UNION ALL \
-         SELECT ('featurepipe: a trigger skipped ' || cardinality({first}) - c.n || ' features')::int::text \
-           FROM (SELECT count(*) FROM ins) AS c(n) WHERE c.n <> cardinality({first})",
+         SELECT k FROM ins UNION ALL {skipped}",
         insert_into(coll, columns),
         values.join(", "),
         arrays.join(", "),
         names.join(", "),
         returning_key(coll),
     ))
+}
+
+/// The values of `columns` of the row `u` of arrays `u.c0`, `u.c1`…
+fn row_values(coll: &Collection, columns: &[usize], srid: i32) -> Vec<String> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, &ci)| param_expr(coll, ci, &format!("u.c{i}"), srid))
+        .collect()
+}
+
+/// The `SELECT` after a `UNION ALL` that fails the statement when `ins`
+/// holds fewer rows than the array `first` (a trigger skipped some), its
+/// first columns `lead`: by a cast that cannot succeed rather than
+/// `featurepipe.fail`, which a caller's role (`[auth] set_role`) may not
+/// be allowed to run.
+fn none_skipped(first: &str, lead: &str) -> String {
+    format!(
+        "SELECT {lead}('featurepipe: a trigger skipped ' || cardinality({first}) - c.n || ' features')::int::text \
+           FROM (SELECT count(*) FROM ins) AS c(n) WHERE c.n <> cardinality({first})"
+    )
 }
 
 /// One INSERT of many rows for Citus, which answers a multi-row INSERT's
@@ -158,12 +171,8 @@ pub fn insert_drawn(coll: &Collection, columns: &[usize], srid: i32) -> Option<S
     let pk = coll.primary_key?;
     let key = &coll.columns[pk];
     let (arrays, mut names) = unnested(coll, columns, 1)?;
-    let first = arrays.first()?.clone();
-    let mut values: Vec<String> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, &ci)| param_expr(coll, ci, &format!("u.c{i}"), srid))
-        .collect();
+    let skipped = none_skipped(arrays.first()?, "NULL::int8, ");
+    let mut values = row_values(coll, columns, srid);
     let (drawn, into) = match columns.iter().position(|&ci| ci == pk) {
         Some(i) => (values[i].clone(), insert_into(coll, columns)),
         None if key.identity == Identity::None => {
@@ -177,9 +186,7 @@ pub fn insert_drawn(coll: &Collection, columns: &[usize], srid: i32) -> Option<S
     Some(format!(
         "WITH u AS MATERIALIZED (SELECT *, {drawn} AS k FROM unnest({}) WITH ORDINALITY AS u({})), \
          ins AS ({into} SELECT {} FROM u ORDER BY u.n RETURNING 1) \
-         SELECT u.n, u.k::text FROM u UNION ALL \
-         SELECT NULL::int8, ('featurepipe: a trigger skipped ' || cardinality({first}) - c.n || ' features')::int::text \
-           FROM (SELECT count(*) FROM ins) AS c(n) WHERE c.n <> cardinality({first})",
+         SELECT u.n, u.k::text FROM u UNION ALL {skipped}",
         arrays.join(", "),
         names.join(", "),
         values.join(", "),
@@ -367,7 +374,10 @@ fn assignments(
 /// array, or nothing is set.
 pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Option<String> {
     let pk = coll.primary_key?;
-    let (key_col, key_type) = (read_sql::col(coll, pk), &coll.columns[pk].exact_type_sql);
+    let (key_col, key_type) = (
+        read_sql::col(coll, pk),
+        &coll.columns[pk].exact_type_sql[..],
+    );
     let columns = match change {
         ItemChange::Replace(columns) | ItemChange::Update(columns) => columns,
         ItemChange::Delete => &[],
@@ -386,8 +396,8 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
     .concat();
     let many = ManyChanges {
         table: coll.qualified_name(),
-        key: |alias: &str| format!("{key_col} = {alias}.id::{key_type}"),
-        among: format!("{key_col} = ANY($1::text[]::{key_type}[])"),
+        key_col,
+        key_type,
     };
     let sets = |alias: &str| {
         let replace = matches!(change, ItemChange::Replace(_));
@@ -420,18 +430,27 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
 
 /// The CTEs ending in `done(n, etag)` that make the changes of
 /// [`change_many`] to the rows of `u` (`id`, `tag`, `c0`…, `n`).
-struct ManyChanges<K> {
+struct ManyChanges<'a> {
     table: String,
-    /// The key column equal to `{alias}.id`.
-    key: K,
-    /// The key among the keys of `$1`.
-    among: String,
+    /// The key column (of `t`) and its type.
+    key_col: String,
+    key_type: &'a str,
 }
 
 /// Whether the tag of `u` holds for the row `t`.
 const TAG_HOLDS: &str = "(u.tag IS NULL OR u.tag = '*' OR u.tag = md5(t::text))";
 
-impl<K: Fn(&str) -> String> ManyChanges<K> {
+impl ManyChanges<'_> {
+    /// The key column equal to `{alias}.id`.
+    fn key(&self, alias: &str) -> String {
+        format!("{} = {alias}.id::{}", self.key_col, self.key_type)
+    }
+
+    /// The key among the keys of `$1`.
+    fn among(&self) -> String {
+        format!("{} = ANY($1::text[]::{}[])", self.key_col, self.key_type)
+    }
+
     /// On one server the tag is compared in the change's own condition,
     /// which a concurrent change makes the database evaluate again on the
     /// row as it is now.
@@ -440,7 +459,7 @@ impl<K: Fn(&str) -> String> ManyChanges<K> {
             "done(n, etag) AS (DELETE FROM {} AS t USING u WHERE {} AND {TAG_HOLDS} \
              RETURNING u.n, NULL::text)",
             self.table,
-            (self.key)("u")
+            self.key("u")
         )
     }
 
@@ -450,7 +469,7 @@ impl<K: Fn(&str) -> String> ManyChanges<K> {
              RETURNING u.n, md5(t::text))",
             self.table,
             sets.join(", "),
-            (self.key)("u")
+            self.key("u")
         )
     }
 
@@ -466,8 +485,8 @@ impl<K: Fn(&str) -> String> ManyChanges<K> {
         format!(
             "ok AS (SELECT u.*, t.xmin AS version FROM u JOIN {} AS t ON {} WHERE {} AND {TAG_HOLDS}), ",
             self.table,
-            (self.key)("u"),
-            self.among
+            self.key("u"),
+            self.among()
         )
     }
 
@@ -475,8 +494,8 @@ impl<K: Fn(&str) -> String> ManyChanges<K> {
     fn unchanged(&self) -> String {
         format!(
             "t.xmin = ok.version AND {} AND {}",
-            (self.key)("ok"),
-            self.among
+            self.key("ok"),
+            self.among()
         )
     }
 
@@ -497,7 +516,7 @@ impl<K: Fn(&str) -> String> ManyChanges<K> {
             self.table,
             sets.join(", "),
             self.unchanged(),
-            (self.key)("u")
+            self.key("u")
         )
     }
 }
