@@ -335,7 +335,13 @@ impl Catalog {
             if coll.changes == ChangeFeed::Off {
                 continue;
             }
-            let pk = coll.primary_key.expect("checked with the settings");
+            let Some(pk) = coll.primary_key else {
+                let why =
+                    "its primary key has several columns; a change feed logs a single-column key";
+                tracing::error!(collection = %coll.id, "change feed not installed: {why}");
+                Arc::make_mut(coll).changes = ChangeFeed::NotInstalled(why.into());
+                continue;
+            };
             let column = &coll.columns[pk];
             let key = (column.name.clone(), column.exact_type_sql.clone());
             let key = (key.0.as_str(), key.1.as_str());

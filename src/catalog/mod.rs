@@ -4,6 +4,7 @@
 pub mod checks;
 pub mod citus;
 pub mod feed;
+pub mod key;
 pub mod live;
 pub mod schema;
 pub mod settings;
@@ -193,6 +194,10 @@ pub struct Collection {
     pub geometry: usize,
     /// Index of the single-column primary key, if the table has one.
     pub primary_key: Option<usize>,
+    /// The columns of a primary key of several columns, in the key's order
+    /// (empty otherwise): a feature's id is their values joined
+    /// ([`crate::read::sql::key_text`]).
+    pub composite_key: Vec<usize>,
     /// A `BEFORE INSERT … FOR EACH ROW` trigger may change any value, the key included.
     pub before_insert_trigger: bool,
     /// Each change is made a statement a feature: a row trigger on UPDATE or
@@ -274,6 +279,7 @@ impl Collection {
             columns,
             geometry,
             primary_key: Some(0),
+            composite_key: Vec::new(),
             before_insert_trigger: false,
             changes_alone: false,
             row_security: false,
@@ -355,10 +361,21 @@ impl Collection {
         Some(ci) == self.primary_key && self.client_keys_setting == Some(true)
     }
 
-    /// Tables without a single-column primary key cannot report ids:
-    /// read-only, like collections the settings make so.
+    /// Whether the table has a primary key, of one column or several: its
+    /// features have ids.
+    pub fn has_key(&self) -> bool {
+        self.primary_key.is_some() || !self.composite_key.is_empty()
+    }
+
+    /// Whether column `ci` is the key or one of its columns.
+    pub fn is_key(&self, ci: usize) -> bool {
+        Some(ci) == self.primary_key || self.composite_key.contains(&ci)
+    }
+
+    /// Tables without a primary key cannot report ids: read-only, like
+    /// collections the settings make so.
     pub fn is_writable(&self) -> bool {
-        self.primary_key.is_some() && !self.read_only
+        self.has_key() && !self.read_only
     }
 
     /// `"schema"."table"`, quoted for SQL.
@@ -379,18 +396,28 @@ impl Collection {
         }
     }
 
-    /// Whether `id` can be a value of the key column (else no feature has it).
+    /// Whether `id` can name a feature: a value of the key column, or of
+    /// each of a composite key's ([`key`]); else no feature has it.
     pub fn could_be_key(&self, id: &str) -> bool {
-        let Some(pk) = self.primary_key else {
-            return false;
-        };
+        if let Some(pk) = self.primary_key {
+            return self.could_be_value(pk, id);
+        }
+        let parts = key::parts(id);
+        !self.composite_key.is_empty()
+            && parts.len() == self.composite_key.len()
+            && (self.composite_key.iter().zip(&parts))
+                .all(|(&ci, part)| self.could_be_value(ci, part))
+    }
+
+    /// Whether `text` can be a value of key column `ci`.
+    fn could_be_value(&self, ci: usize, text: &str) -> bool {
         let int_range =
-            |min: i64, max: i64| id.parse::<i64>().is_ok_and(|v| (min..=max).contains(&v));
-        match self.columns[pk].ty {
+            |min: i64, max: i64| text.parse::<i64>().is_ok_and(|v| (min..=max).contains(&v));
+        match self.columns[ci].ty {
             ColumnType::Scalar(ScalarType::Int2) => int_range(i16::MIN.into(), i16::MAX.into()),
             ColumnType::Scalar(ScalarType::Int4) => int_range(i32::MIN.into(), i32::MAX.into()),
             ColumnType::Scalar(ScalarType::Int8) => int_range(i64::MIN, i64::MAX),
-            ColumnType::Scalar(ScalarType::Uuid) => uuid::Uuid::parse_str(id).is_ok(),
+            ColumnType::Scalar(ScalarType::Uuid) => uuid::Uuid::parse_str(text).is_ok(),
             _ => true,
         }
     }
@@ -409,9 +436,12 @@ impl Collection {
 
     /// Columns a replace or update leaves as they are, even when the body
     /// names them: the [read-only](Self::read_only) ones (the last-modified
-    /// column is set to `now()` instead), and identity columns.
+    /// column is set to `now()` instead), identity columns, and the columns
+    /// of a composite key (they make the feature's id, which cannot change).
     pub fn kept_on_change(&self, ci: usize) -> bool {
-        self.read_only(ci).is_some() || self.columns[ci].identity != Identity::None
+        self.read_only(ci).is_some()
+            || self.columns[ci].identity != Identity::None
+            || self.composite_key.contains(&ci)
     }
 
     /// The offered CRS a request names (URI, `<URI>` or `[EPSG:n]`).
@@ -476,7 +506,7 @@ impl Catalog {
                 default_expr: row.get("default_expr"),
                 identity: row.get("identity"),
                 generated: row.get("generated"),
-                is_pk: row.get("is_pk"),
+                key_position: row.get("key_position"),
                 before_insert_trigger: row.get("before_insert_trigger"),
                 changes_alone: row.get("changes_alone"),
                 row_security: row.get("row_security"),
@@ -591,9 +621,9 @@ fn apply_settings(
             ),
         };
         if s.changes {
-            if coll.primary_key.is_none() {
+            if !coll.has_key() {
                 return Err(format!(
-                    "'{id}': changes = true needs a single-column primary key, which names the changed features"
+                    "'{id}': changes = true needs a primary key, which names the changed features"
                 ));
             }
             coll.changes = ChangeFeed::NotInstalled("not installed yet".into());
@@ -712,7 +742,7 @@ struct RawColumn {
     default_expr: Option<String>,
     identity: String,
     generated: String,
-    is_pk: bool,
+    key_position: Option<i32>,
     before_insert_trigger: bool,
     changes_alone: bool,
     row_security: bool,
@@ -803,6 +833,10 @@ fn build_collection(
     let geometry = columns
         .iter()
         .position(|c| matches!(c.ty, ColumnType::Geometry(_)))?;
+    let mut key: Vec<usize> = (0..raw.len())
+        .filter(|&ci| raw[ci].key_position.is_some())
+        .collect();
+    key.sort_by_key(|&ci| raw[ci].key_position);
     let id = if schema == first_schema {
         table.clone()
     } else {
@@ -822,7 +856,8 @@ fn build_collection(
         changes: ChangeFeed::Off,
         id,
         description: raw[0].table_comment.clone(),
-        primary_key: raw.iter().position(|r| r.is_pk),
+        primary_key: (key.len() == 1).then(|| key[0]),
+        composite_key: if key.len() > 1 { key } else { Vec::new() },
         before_insert_trigger: raw[0].before_insert_trigger,
         changes_alone: raw[0].changes_alone,
         row_security: raw[0].row_security,

@@ -17,7 +17,8 @@ SELECT n.nspname::text AS schema_name,
                 CASE WHEN t.typtype = 'd' THEN t.typdefault END) AS default_expr,
        a.attidentity::text AS identity,
        a.attgenerated::text AS generated,
-       COALESCE(pk.is_pk, false) AS is_pk,
+       -- Its place (from 1) in the primary key, if it is one of the key's columns.
+       pk.key_position,
        -- On the table or on any of its partitions (at any depth): a partition's
        -- trigger fires for rows routed through the parent.
        EXISTS (SELECT 1 FROM pg_trigger tg
@@ -61,10 +62,10 @@ SELECT n.nspname::text AS schema_name,
   LEFT JOIN pg_type elem ON elem.oid = base.typelem AND base.typcategory = 'A'
   LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
   LEFT JOIN LATERAL (
-        SELECT true AS is_pk
-          FROM pg_index i
-         WHERE i.indrelid = c.oid AND i.indisprimary AND i.indnkeyatts = 1
-           AND i.indkey[0] = a.attnum
+        SELECT k.n::int4 AS key_position
+          FROM pg_index i, unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+         WHERE i.indrelid = c.oid AND i.indisprimary
+           AND k.attnum = a.attnum AND k.n <= i.indnkeyatts
        ) pk ON true
  WHERE n.nspname = ANY($1::text[])
    AND c.relkind IN ('r', 'p')

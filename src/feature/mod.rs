@@ -919,7 +919,7 @@ impl<'a> Validator<'a> {
         let key_in_url = self.purpose == Purpose::Replace;
         for ri in 0..self.required.len() {
             let ci = self.required[ri];
-            let key_given = key_in_url && Some(ci) == self.coll.primary_key;
+            let key_given = key_in_url && self.coll.is_key(ci);
             if !key_given && !self.cells.has(ci) {
                 let col = &self.coll.columns[ci];
                 let pointer = if ci == self.coll.geometry {

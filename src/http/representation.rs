@@ -66,7 +66,7 @@ pub fn check_writable(coll: &Collection, allow: &'static str) -> Result<(), ApiE
     let why = if coll.read_only {
         "the settings file makes it so"
     } else {
-        "its table has no single-column primary key"
+        "its table has no primary key"
     };
     Err(ApiError::new(
         Wrong::ReadOnlyCollection,

@@ -56,10 +56,11 @@ pub fn order_by(coll: &Collection, by: &[(usize, bool)]) -> String {
             format!("{}{collate}{direction}", col(coll, ci))
         })
         .collect();
-    terms.push(match coll.primary_key {
-        Some(pk) => col(coll, pk),
-        None => "t.ctid".into(),
-    });
+    match coll.primary_key {
+        Some(pk) => terms.push(col(coll, pk)),
+        None if coll.has_key() => terms.extend(coll.composite_key.iter().map(|&ci| col(coll, ci))),
+        None => terms.push("t.ctid".into()),
+    }
     terms.join(", ")
 }
 
@@ -101,6 +102,7 @@ pub fn feature_columns(coll: &Collection, crs: &Crs, shown: Shown<'_>) -> String
 pub fn feature_object(coll: &Collection, geometry_members: &str, shown: Shown<'_>) -> String {
     let id = match coll.primary_key {
         Some(pk) => format!("'id', {}, ", col(coll, pk)),
+        None if coll.has_key() => format!("'id', {}, ", key_text(coll)),
         None => String::new(),
     };
     let mut props: Vec<String> = property_columns(coll)
@@ -184,7 +186,7 @@ pub fn select_features_but(
     format!("SELECT {columns} FROM {} AS t", coll.qualified_name())
 }
 
-/// The feature keyed `$1` in `crs`; `None` for a table without a single-column key.
+/// The feature keyed `$1` in `crs`; `None` for a table without a key.
 pub fn select_item(coll: &Collection, crs: &Crs, encoding: Encoding) -> Option<String> {
     let key = key_equals(coll, 1)?;
     Some(format!(
@@ -193,9 +195,59 @@ pub fn select_item(coll: &Collection, crs: &Crs, encoding: Encoding) -> Option<S
     ))
 }
 
-/// `t."key" = $n::text::<key type>`, compared as [`column_equals`] does, so its index is used.
+/// The feature id of row `t` as text: its key, or a composite key's
+/// values joined as [`crate::catalog::key`] says.
+pub fn key_text(coll: &Collection) -> String {
+    key_text_of(coll, |ci| col(coll, ci))
+}
+
+/// [`key_text`] with the columns named `column(ci)` (unqualified in an
+/// INSERT's `RETURNING`).
+pub fn key_text_of(coll: &Collection, column: impl Fn(usize) -> String) -> String {
+    match coll.primary_key {
+        Some(pk) => format!("{}::text", column(pk)),
+        None => {
+            let parts: Vec<String> = (coll.composite_key.iter())
+                .map(|&ci| {
+                    format!(
+                        "replace(replace({}::text, '%', '%25'), ',', '%2C')",
+                        column(ci)
+                    )
+                })
+                .collect();
+            // `||`, not concat_ws, which is stable: Citus allows only
+            // immutable functions in RETURNING.
+            format!("({})", parts.join(" || ',' || "))
+        }
+    }
+}
+
+/// `t."key" = $n::text::<key type>`, compared as [`column_equals`] does, so
+/// its index is used; for a composite key, each of its columns equal to its
+/// part of the id `$n` ([`crate::catalog::key::parts`]), and the id of as
+/// many parts. `None` for a table without a key.
 pub fn key_equals(coll: &Collection, n: usize) -> Option<String> {
-    Some(column_equals(coll, coll.primary_key?, n))
+    if let Some(pk) = coll.primary_key {
+        return Some(column_equals(coll, pk, n));
+    }
+    if !coll.has_key() {
+        return None;
+    }
+    let mut terms: Vec<String> = (coll.composite_key.iter().enumerate())
+        .map(|(i, &ci)| {
+            format!(
+                "{} = replace(replace(split_part(${n}::text, ',', {}), '%2C', ','), '%25', '%')::{}",
+                col(coll, ci),
+                i + 1,
+                coll.columns[ci].exact_type_sql
+            )
+        })
+        .collect();
+    terms.push(format!(
+        "cardinality(string_to_array(${n}::text, ',')) = {}",
+        coll.composite_key.len()
+    ));
+    Some(terms.join(" AND "))
 }
 
 /// `t."column" = $n::text::<type>`, the type without its modifier: a cast to

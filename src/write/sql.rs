@@ -85,12 +85,10 @@ fn insert_into(coll: &Collection, columns: &[usize]) -> String {
     sql
 }
 
-/// ` RETURNING key::text`.
+/// ` RETURNING <feature id as text>` ([`read_sql::key_text`]).
 fn returning_key(coll: &Collection) -> String {
-    let pk = coll
-        .primary_key
-        .expect("only writable collections are inserted into");
-    format!(" RETURNING {}::text", quote_ident(&coll.columns[pk].name))
+    let column = |ci: usize| quote_ident(&coll.columns[ci].name);
+    format!(" RETURNING {}", read_sql::key_text_of(coll, column))
 }
 
 /// `INSERT … RETURNING key::text` writing exactly `columns`; the others take their defaults.
@@ -538,11 +536,8 @@ pub fn change_where(
         None => format!("DELETE FROM {table} AS t WHERE {condition}{returning}"),
         // Nothing to change: the selected rows, locked as an update would.
         Some(sets) if sets.is_empty() => {
-            let pk = coll
-                .primary_key
-                .expect("only writable collections are changed");
-            let key = read_sql::col(coll, pk);
-            format!("SELECT {key}::text FROM {table} AS t WHERE {condition} FOR UPDATE")
+            let key = read_sql::key_text(coll);
+            format!("SELECT {key} FROM {table} AS t WHERE {condition} FOR UPDATE")
         }
         Some(sets) => format!(
             "UPDATE {table} AS t SET {} WHERE {condition}{returning}",

@@ -320,11 +320,163 @@ async fn reads_and_reference_tables_answer_as_on_one_server() {
         app.get("/collections/zones/items?limit=1").await.body["numberMatched"],
         500
     );
-    // A table distributed by a tenant, keyed by two columns: read, not written.
-    let team = app.get("/collections/team_sites/items").await;
-    assert_eq!(team.status, 200, "{team:?}");
-    let refused = app.post("team_sites", &points("team-", 1)).await;
-    assert!(refused.status.is_client_error(), "{refused:?}");
+    drop_schema(&app, &schema).await;
+}
+
+/// `n` points of `team_sites` named `{tag}{i}`, across teams 1 to 3.
+fn team_points(tag: &str, n: usize) -> Value {
+    let mut body = points(tag, n);
+    for (i, f) in body["features"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .enumerate()
+    {
+        f["properties"] = json!({"team": i % 3 + 1, "name": format!("{tag}{i}")});
+    }
+    body
+}
+
+/// Whether each id of the answer `r` (`team,id`) is that of the feature at its place.
+async fn team_ids_in_feature_order(app: &TestApp, r: &Value, tag: &str) -> bool {
+    let rows = app
+        .db
+        .client
+        .query("SELECT team || ',' || id, name FROM team_sites", &[])
+        .await
+        .unwrap();
+    let by_id: HashMap<String, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let ids = r["ids"].as_array().unwrap();
+    !ids.is_empty()
+        && ids
+            .iter()
+            .enumerate()
+            .all(|(i, id)| by_id.get(id.as_str().unwrap_or_default()) == Some(&format!("{tag}{i}")))
+}
+
+#[tokio::test]
+async fn a_table_distributed_by_its_tenant_takes_every_write() {
+    const TEST: &str = "a_table_distributed_by_its_tenant_takes_every_write";
+    let Some((app, schema)) = citus_app(TEST).await else {
+        return;
+    };
+    // Its id is the key's two values, `team,id`: ids in feature order.
+    for n in [10, 1000] {
+        let tag = format!("bulk{n}-");
+        let r = app.post("team_sites", &team_points(&tag, n)).await;
+        assert_eq!(r.status, 201, "{n}: {r:?}");
+        assert!(
+            team_ids_in_feature_order(&app, &r.body, &tag).await,
+            "{n}: {r:?}"
+        );
+    }
+    for mode in ["batch", "skip"] {
+        let r = app
+            .post_raw(
+                &format!("/collections/team_sites/items?mode={mode}"),
+                Some("application/geo+json"),
+                team_points(mode, 20).to_string(),
+            )
+            .await;
+        assert_eq!(
+            (r.status.as_u16(), &r.body["written"]),
+            (200, &json!(20)),
+            "{mode}: {r:?}"
+        );
+    }
+    let r = app.post("team_sites", &team_points("one-", 1)).await;
+    let id = r.body["ids"][0].as_str().unwrap().to_owned();
+    let item = format!("/collections/team_sites/items/{}", id.replace(',', "%2C"));
+    let got = app.get(&item).await;
+    assert_eq!(
+        (got.status.as_u16(), &got.body["id"]),
+        (200, &json!(id)),
+        "{got:?}"
+    );
+    let etag = got.headers["etag"].to_str().unwrap().to_owned();
+    // PATCH, PUT and DELETE find it by both values, with their preconditions.
+    for (name, status) in [("patched", 204), ("stale", 412)] {
+        let headers = [
+            ("content-type", "application/merge-patch+json"),
+            ("if-match", etag.as_str()),
+        ];
+        let body = json!({"properties": {"name": name}}).to_string();
+        let r = app.send("PATCH", &item, &headers, Some(body)).await;
+        assert_eq!(r.status, status, "{name}: {r:?}");
+    }
+    let put = point(3.0, 4.0, json!({"team": 1, "name": "put"})).to_string();
+    let r = app
+        .send(
+            "PUT",
+            &item,
+            &[("content-type", "application/geo+json")],
+            Some(put),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let r = app
+        .send("DELETE", &item, &[("if-match", &etag)], None)
+        .await;
+    assert_eq!(r.status, 412, "{r:?}");
+    // An edit session: an update, inserts and a delete under an ETag.
+    let etag = app.get(&item).await.headers["etag"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let session = json!({"operations": [
+        {"op": "update", "collection": "team_sites", "id": id, "patch": {"properties": {"name": "session"}}},
+        {"op": "insert", "collection": "team_sites", "features": team_points("session-", 3)},
+    ]});
+    let r = app
+        .post_raw(
+            "/transactions",
+            Some("application/json"),
+            session.to_string(),
+        )
+        .await;
+    assert_eq!(
+        (r.status.as_u16(), &r.body["written"]),
+        (200, &json!(2)),
+        "{r:?}"
+    );
+    let stale = json!({"operations": [
+        {"op": "delete", "collection": "team_sites", "id": id, "if_match": etag},
+    ]});
+    let r = app
+        .post_raw("/transactions", Some("application/json"), stale.to_string())
+        .await;
+    assert_eq!(r.status, 412, "{r:?}");
+    let ogc = json!({"semantic": "atomic", "transaction": [
+        {"action": "insert", "collection": "team_sites", "items": team_points("ogc-", 2)["features"]},
+    ]});
+    let r = app
+        .post_raw(
+            "/transactions",
+            Some("application/ogc-tx+json"),
+            ogc.to_string(),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = app.send("DELETE", &item, &[], None).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let count = "SELECT count(*) FROM team_sites WHERE name IN ('session', 'put', 'patched')";
+    assert_eq!(app.db.int(count).await, 0);
+    // An Idempotency-Key: written once, answered again.
+    let key = format!("{schema}-team-key");
+    let headers = [
+        ("content-type", "application/geo+json"),
+        ("idempotency-key", key.as_str()),
+    ];
+    let keyed = team_points("keyed-", 30).to_string();
+    let path = "/collections/team_sites/items";
+    let first = app.send("POST", path, &headers, Some(keyed.clone())).await;
+    let again = app.send("POST", path, &headers, Some(keyed)).await;
+    assert_eq!(
+        (first.status.as_u16(), &first.body["ids"]),
+        (201, &again.body["ids"])
+    );
+    let count = "SELECT count(*) FROM team_sites WHERE name LIKE 'keyed-%'";
+    assert_eq!(app.db.int(count).await, 30);
     drop_schema(&app, &schema).await;
 }
 

@@ -9,6 +9,7 @@ mod changes;
 mod chromium;
 mod citus;
 mod clients;
+mod composite_keys;
 mod conflicts;
 mod connections;
 mod copy;

@@ -1,0 +1,53 @@
+//! Feature ids of tables whose primary key has several columns (a tenant
+//! and an id, as Citus needs of a table distributed by its tenant): the
+//! columns' values as text, in the key's order, joined by `,`, each with
+//! `%` written `%25` and `,` written `%2C`, so that any text can be a part
+//! (`acme,17`; `a%2Cb,17` for the tenant `a,b`).
+//!
+//! PostgreSQL makes and reads them ([`crate::read::sql::key_text`],
+//! [`crate::read::sql::key_equals`]) with the same two replacements as
+//! [`parts`], so that an id made by one is read the same by the other.
+
+/// What joins the parts of an id.
+pub const SEPARATOR: char = ',';
+
+/// The values of the key's columns that `id` names, as text, in order.
+pub fn parts(id: &str) -> Vec<String> {
+    id.split(SEPARATOR)
+        .map(|part| part.replace("%2C", ",").replace("%25", "%"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An id as PostgreSQL makes it ([`crate::read::sql::key_text`]).
+    fn joined(values: &[&str]) -> String {
+        let escaped: Vec<String> = values
+            .iter()
+            .map(|v| v.replace('%', "%25").replace(',', "%2C"))
+            .collect();
+        escaped.join(",")
+    }
+
+    #[test]
+    fn any_text_comes_back_as_it_was() {
+        for values in [
+            &["acme", "17"][..],
+            &["a,b", "17"],
+            &["100%", "x"],
+            &["%2C", "%25,%"],
+            &["", ""],
+            &[",,", "%"],
+        ] {
+            assert_eq!(parts(&joined(values)), values, "{values:?}");
+        }
+    }
+
+    #[test]
+    fn an_id_has_as_many_parts_as_separators_and_one() {
+        assert_eq!(parts("a,b,c").len(), 3);
+        assert_eq!(parts("17").len(), 1);
+    }
+}
