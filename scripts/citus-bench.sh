@@ -2,6 +2,7 @@
 # `make bench-citus` (opt-in): 20,000 points POSTed through featurepipe (its
 # release build) into a table Citus distributes by its key, beside a raw
 # binary COPY of the same rows into the same table (psycopg), interleaved,
+# and the same into a table distributed by a tenant (keyed by two columns),
 # ROUNDS rounds (5) each, medians (docs/deploying.md#citus). Needs
 # FEATUREPIPE_TEST_CITUS, a Citus coordinator's database with the citus and
 # postgis extensions and workers added, and Python's psycopg (installed with
@@ -18,6 +19,9 @@ CREATE SCHEMA $schema;
 CREATE TABLE $schema.sites (id bigserial PRIMARY KEY, name text NOT NULL DEFAULT 'unnamed',
                             height float8, geom geometry(Point, 4326));
 SELECT create_distributed_table('$schema.sites', 'id');
+CREATE TABLE $schema.team_sites (team int NOT NULL, id bigserial, name text NOT NULL DEFAULT 'unnamed',
+                                 height float8, geom geometry(Point, 4326), PRIMARY KEY (team, id));
+SELECT create_distributed_table('$schema.team_sites', 'team');
 SQL
 port=$(free_port)
 DATABASE_URL=$url FEATUREPIPE_AUTH=off FEATUREPIPE_SCHEMAS=$schema FEATUREPIPE_LISTEN=127.0.0.1:$port \

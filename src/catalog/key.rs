@@ -6,10 +6,23 @@
 //!
 //! PostgreSQL makes and reads them ([`crate::read::sql::key_text`],
 //! [`crate::read::sql::key_equals`]) with the same two replacements as
-//! [`parts`], so that an id made by one is read the same by the other.
+//! [`joined`] (COPY's ids) and [`parts`], so that an id made by one is read
+//! the same by the other.
 
 /// What joins the parts of an id.
 pub const SEPARATOR: char = ',';
+
+/// The id of the feature whose key's columns hold `values` (as text, in order).
+pub fn joined<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
+    let mut id = String::new();
+    for (i, value) in values.into_iter().enumerate() {
+        if i > 0 {
+            id.push(SEPARATOR);
+        }
+        id.push_str(&value.as_ref().replace('%', "%25").replace(',', "%2C"));
+    }
+    id
+}
 
 /// The values of the key's columns that `id` names, as text, in order.
 pub fn parts(id: &str) -> Vec<String> {
@@ -22,15 +35,6 @@ pub fn parts(id: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    /// An id as PostgreSQL makes it ([`crate::read::sql::key_text`]).
-    fn joined(values: &[&str]) -> String {
-        let escaped: Vec<String> = values
-            .iter()
-            .map(|v| v.replace('%', "%25").replace(',', "%2C"))
-            .collect();
-        escaped.join(",")
-    }
-
     #[test]
     fn any_text_comes_back_as_it_was() {
         for values in [
@@ -42,6 +46,7 @@ mod tests {
             &[",,", "%"],
         ] {
             assert_eq!(parts(&joined(values)), values, "{values:?}");
+            assert_eq!(joined(parts(&joined(values))), joined(values));
         }
     }
 

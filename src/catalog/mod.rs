@@ -153,6 +153,14 @@ pub struct Column {
 }
 
 impl Column {
+    /// Whether its values are integers (`int2`, `int4`, `int8`).
+    pub fn is_integer(&self) -> bool {
+        matches!(
+            self.ty,
+            ColumnType::Scalar(ScalarType::Int2 | ScalarType::Int4 | ScalarType::Int8)
+        )
+    }
+
     /// A nullable column without a default, as a table built in code has
     /// (benchmarks, fuzzing).
     pub fn new(name: &str, ty: ColumnType) -> Column {
@@ -462,12 +470,8 @@ impl Collection {
 
     /// Whether the key column's values are integers (reported as JSON numbers).
     pub fn integer_key(&self) -> bool {
-        self.primary_key.is_some_and(|pk| {
-            matches!(
-                self.columns[pk].ty,
-                ColumnType::Scalar(ScalarType::Int2 | ScalarType::Int4 | ScalarType::Int8)
-            )
-        })
+        self.primary_key
+            .is_some_and(|pk| self.columns[pk].is_integer())
     }
 }
 

@@ -28,7 +28,7 @@ use super::pipeline::{Call, Calls};
 use super::plan::Plan;
 use super::report::{Failure, Ids, Tally, WriteReport};
 use super::{refused, write_failed, Job, Keyed};
-use crate::catalog::{Collection, ColumnType, Identity, ScalarType};
+use crate::catalog::{key, Collection, ColumnType, Identity, ScalarType};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -45,6 +45,10 @@ pub struct CopyPlan {
     /// Column indices, in COPY order: the features' columns, then the key if
     /// the defaults query draws it.
     pub columns: Vec<usize>,
+    /// The key column the features give or the keys come for: the key, or
+    /// of a key of several columns the one the features leave to its
+    /// default ([`composite_drawn`]).
+    pub key: usize,
     /// Where the keys come from.
     pub keys: KeySource,
 }
@@ -73,12 +77,12 @@ impl CopyPlan {
     pub fn cheapest_keys(self, coll: &Collection, rows: usize, observed: &Observed) -> Self {
         // On Citus keys are never read back: the rows are on the workers.
         if coll.distributed {
-            return self.drawn_first(coll);
+            return self.drawn_first();
         }
         let read_back = rows as f64 * observed.read_back_row;
         let drawn_first = observed.round_trip + rows as f64 * DRAW_ROW;
         match drawn_first < read_back {
-            true => self.drawn_first(coll),
+            true => self.drawn_first(),
             false => self,
         }
     }
@@ -90,17 +94,16 @@ impl CopyPlan {
     /// rows.
     pub fn keys_for_stream(self, coll: &Collection, block: usize, observed: &Observed) -> Self {
         match coll.distributed || 2.0 * observed.round_trip < block as f64 * observed.copy_row {
-            true => self.drawn_first(coll),
+            true => self.drawn_first(),
             false => self,
         }
     }
 
     /// Keys COPY would draw from a sequence drawn before the rows instead.
-    fn drawn_first(mut self, coll: &Collection) -> Self {
+    fn drawn_first(mut self) -> Self {
         if matches!(self.keys, KeySource::Sequence(_)) {
             self.keys = KeySource::Drawn;
-            self.columns
-                .push(coll.primary_key.expect("copy_plan checked the key"));
+            self.columns.push(self.key);
         }
         self
     }
@@ -127,23 +130,30 @@ const DRAW_ROW: f64 = 0.3e-6;
 /// the key, or skip the row); no row-level security (COPY FROM refuses it
 /// for the roles its policies apply to); no SRID transform and no
 /// `numeric` (those need SQL around the value); a key the features give or a
-/// default can produce, of a type we can report.
+/// default can produce, of a type we can report (each column of a key of
+/// several, whose features give all but one at most).
 pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<CopyPlan> {
     let [shape] = plan.shapes.as_slice() else {
         return None;
     };
-    let pk = coll.primary_key?;
+    let pk = match coll.primary_key {
+        Some(pk) => pk,
+        None => composite_drawn(coll, shape)?,
+    };
     let key = &coll.columns[pk];
-    let key_type_ok = matches!(
-        key.ty,
-        ColumnType::Scalar(
-            ScalarType::Int2
-                | ScalarType::Int4
-                | ScalarType::Int8
-                | ScalarType::Text { .. }
-                | ScalarType::Uuid
+    let reportable = |ci: &usize| {
+        matches!(
+            coll.columns[*ci].ty,
+            ColumnType::Scalar(
+                ScalarType::Int2
+                    | ScalarType::Int4
+                    | ScalarType::Int8
+                    | ScalarType::Text { .. }
+                    | ScalarType::Uuid
+            )
         )
-    );
+    };
+    let key_type_ok = reportable(&pk) && coll.composite_key.iter().all(reportable);
     let copyable = |c: &usize| match &coll.columns[*c].ty {
         ColumnType::Geometry(g) => g.transform_to(input_srid).is_none(),
         ColumnType::Scalar(t) => *t != ScalarType::Numeric,
@@ -170,12 +180,29 @@ pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<Copy
         columns.push(pk);
         KeySource::Drawn
     };
-    Some(CopyPlan { columns, keys })
+    Some(CopyPlan {
+        columns,
+        key: pk,
+        keys,
+    })
 }
 
-/// The sequence an integer key draws from, when that is all its default
-/// does: `Some(None)` for an identity (or a default the catalog does not
-/// show), `Some(Some(name))` for `nextval('name'::regclass)`.
+/// Of a key of several columns, the one COPY draws: the one the features
+/// of `shape` leave out (there must be one at most), or the first when they
+/// give them all.
+fn composite_drawn(coll: &Collection, shape: &[usize]) -> Option<usize> {
+    let mut left = coll.composite_key.iter().filter(|ci| !shape.contains(ci));
+    match (left.next(), left.next()) {
+        (None, _) => coll.composite_key.first().copied(),
+        (Some(&ci), None) => Some(ci),
+        (Some(_), Some(_)) => None,
+    }
+}
+
+/// The sequence a single-column integer key draws from, when that is all
+/// its default does: `Some(None)` for an identity (or a default the catalog
+/// does not show), `Some(Some(name))` for `nextval('name'::regclass)`.
+/// `None` for a column of a key of several, whose keys are never read back.
 fn key_sequence(coll: &Collection, pk: usize) -> Option<Option<String>> {
     let key = &coll.columns[pk];
     if !coll.integer_key() {
@@ -416,9 +443,14 @@ pub struct Copying<'a> {
     keys: KeySource,
     /// The binary type of each column copied.
     types: Vec<Type>,
+    /// The key column given or drawn ([`CopyPlan::key`]).
+    key: usize,
     key_type: ScalarType,
     /// Where the features give the key among their columns, if they do.
     key_at: Option<usize>,
+    /// Of a key of several columns, where the features give each among
+    /// their columns (`None`: the one drawn): a row's id is made of them.
+    id_parts: Option<Vec<Option<usize>>>,
     /// Ids, batches and the failure so far.
     tally: Tally,
     /// Rows copied so far.
@@ -477,7 +509,7 @@ impl<'a> Copying<'a> {
         naming: Naming,
         costs: &Arc<Costs>,
     ) -> Result<Copying<'a>, CopyFailed> {
-        let pk = coll.primary_key.expect("copy_plan checked the key");
+        let pk = copy.key;
         // Prepared up front so that each is later sent as a single message,
         // in the order polled; cached within the same per-connection bound
         // as INSERTs, prepared for this request beyond it.
@@ -522,6 +554,11 @@ impl<'a> Copying<'a> {
             _ => unreachable!("copy_plan checked the key type"),
         };
         let key_at = shape.iter().position(|&c| c == pk);
+        let id_parts = (coll.primary_key.is_none()).then(|| {
+            (coll.composite_key.iter())
+                .map(|&ci| shape.iter().position(|&c| c == ci))
+                .collect()
+        });
         Ok(Copying {
             client,
             coll,
@@ -531,8 +568,10 @@ impl<'a> Copying<'a> {
             begins_statement,
             keys: copy.keys,
             types,
+            key: pk,
             key_type,
             key_at,
+            id_parts,
             tally: Tally::new(&[], coll.integer_key(), 0),
             copied: 0,
             costs: costs.clone(),
@@ -593,6 +632,7 @@ impl<'a> Copying<'a> {
         let drawn = answers.drawn.take();
         // The keys known before the rows are sent.
         match (&drawn, &self.keys) {
+            _ if self.id_parts.is_some() => self.composite_ids(rows, drawn.as_ref()),
             (Some(keys), _) => self.tally.ids.extend(keys),
             (None, KeySource::Given) => {
                 let at = self.key_at.expect("copy_plan: the features give the key");
@@ -684,9 +724,24 @@ impl<'a> Copying<'a> {
 
     /// Whether later rows need nothing between batches (their keys given,
     /// or drawn by COPY itself): the rest of a body can then go in one
-    /// COPY whose rows are sent as they come ([`Copying::stream`]).
+    /// COPY whose rows are sent as they come ([`Copying::stream`]). Not
+    /// for a key of several columns, whose ids are made a segment at a time.
     pub fn streams_rows(&self) -> bool {
-        self.keys != KeySource::Drawn
+        self.keys != KeySource::Drawn && self.id_parts.is_none()
+    }
+
+    /// The ids of `rows`, of a key of several columns: the values the rows
+    /// give, and the one `drawn`, as the database would join them.
+    fn composite_ids(&mut self, rows: &[FeatureRow], drawn: Option<&Ids>) {
+        let parts = self.id_parts.as_deref().unwrap_or_default();
+        for (i, row) in rows.iter().enumerate() {
+            let drawn = drawn.map(|keys| key_param(keys, i, self.key_type));
+            let values = parts.iter().map(|at| match at {
+                Some(at) => key_text(&row.values[*at]),
+                None => key_text(drawn.as_ref().expect("copy_plan: one part drawn")),
+            });
+            self.tally.ids.push_text(key::joined(values));
+        }
     }
 
     /// Keys drawn ahead in blocks of `block` on a connection of their own,
@@ -694,8 +749,7 @@ impl<'a> Copying<'a> {
     /// the defaults query draws keys from a sequence and a connection is
     /// free now.
     pub async fn keys_ahead(&self, db: &Database, block: usize) -> Option<KeysAhead> {
-        let pk = self.coll.primary_key.expect("copy_plan checked the key");
-        key_sequence(self.coll, pk)?;
+        key_sequence(self.coll, self.key)?;
         let (_, query) = self.draw.clone()?;
         KeysAhead::start(db, query, block).await
     }
@@ -752,7 +806,7 @@ impl<'a> Copying<'a> {
     fn draw_keys(&self, n: usize) -> Call<'a, Opened> {
         let client = self.client;
         let (statement, query) = self.draw.clone().expect("keys drawn");
-        let integer = self.coll.integer_key();
+        let integer = self.coll.columns[self.key].is_integer();
         Box::pin(async move {
             let n = n as i32;
             let row = client.query_one(&statement, &query.params(&n)).await;
@@ -780,8 +834,7 @@ impl<'a> Copying<'a> {
         let statement = self.check_statement.clone();
         let table = coll.qualified_name();
         let expected = (self.copied + n) as i64;
-        let pk = coll.primary_key.expect("copy_plan checked the key");
-        let key = &coll.columns[pk].name;
+        let key = &coll.columns[self.key].name;
         let sequence = match &self.keys {
             KeySource::Sequence(sequence) => Some(sequence.clone()),
             KeySource::Given | KeySource::Drawn => None,
@@ -1079,7 +1132,7 @@ fn draw_query(coll: &Collection, pk: usize) -> DrawQuery {
 /// The SQL of [`draw_query`].
 fn keys_sql(coll: &Collection, pk: usize) -> String {
     let key = &coll.columns[pk];
-    let cast = if coll.integer_key() { "int8" } else { "text" };
+    let cast = if key.is_integer() { "int8" } else { "text" };
     let draw = match &key.default {
         Some(expr) => format!("({expr})"),
         None => "nextval(pg_get_serial_sequence($2::text, $3::text))".to_owned(),
@@ -1192,6 +1245,29 @@ mod tests {
         }
         let uuid = table(ScalarType::Uuid, Some("gen_random_uuid()"));
         assert_eq!(plan(&uuid, vec![1, 2]).keys, KeySource::Drawn);
+    }
+
+    #[test]
+    fn a_key_of_several_columns_is_given_or_drawn_one_column_at_most() {
+        // PRIMARY KEY (team, id): id a serial, team given by the features.
+        let mut coll = table(ScalarType::Int8, Some("nextval('t_id_seq'::regclass)"));
+        coll.columns[1] = Column::new("team", ColumnType::Scalar(ScalarType::Int4));
+        (coll.primary_key, coll.composite_key) = (None, vec![1, 0]);
+        let drawn = plan(&coll, vec![1, 2]);
+        assert_eq!(
+            (drawn.key, drawn.keys, drawn.columns),
+            (0, KeySource::Drawn, vec![1, 2, 0])
+        );
+        let given = plan(&coll, vec![0, 1, 2]);
+        assert_eq!((given.key, given.keys), (1, KeySource::Given));
+        let one_plan = |shape| Plan {
+            shapes: vec![shape],
+            batches: Vec::new(),
+        };
+        // Two columns to draw, or one without a default: INSERT.
+        assert_eq!(copy_plan(&coll, &one_plan(vec![2]), 4326), None);
+        coll.columns[0].default = None;
+        assert_eq!(copy_plan(&coll, &one_plan(vec![1, 2]), 4326), None);
     }
 
     #[test]

@@ -360,11 +360,13 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
     let Some((app, schema)) = citus_app(TEST).await else {
         return;
     };
-    // Its id is the key's two values, `team,id`: ids in feature order.
-    for n in [10, 1000] {
+    // Its id is the key's two values, `team,id`: ids in feature order, by
+    // each strategy (COPY draws the ids, the features give the teams).
+    for (n, strategy) in [(10, "insert"), (1000, "copy"), (20000, "copy")] {
         let tag = format!("bulk{n}-");
         let r = app.post("team_sites", &team_points(&tag, n)).await;
         assert_eq!(r.status, 201, "{n}: {r:?}");
+        assert_eq!(r.body["strategy"], strategy, "{n}");
         assert!(
             team_ids_in_feature_order(&app, &r.body, &tag).await,
             "{n}: {r:?}"

@@ -202,3 +202,48 @@ async fn a_change_feed_is_declined_for_a_composite_key_not_fatal() {
     assert!(kind.ends_with("change-feed-not-installed"), "{r:?}");
     assert_eq!(app.post("sites", &site("acme", "fed")).await.status, 201);
 }
+
+#[tokio::test]
+async fn copy_makes_the_same_ids_as_the_database() {
+    let app = TestApp::with_config(SETUP, |c| {
+        c.write_strategy = featurepipe::write::Strategy::Copy;
+    })
+    .await;
+    // The id column drawn before the rows, the team given by each feature.
+    let teams = ["acme", "a,b", "100%", "%2C"];
+    let features = (0..5000)
+        .map(|i| site(teams[i % 4], &format!("s{i}")))
+        .collect();
+    let r = app.post("sites", &collection(features)).await;
+    assert_eq!(
+        (r.status.as_u16(), &r.body["strategy"]),
+        (201, &json!("copy")),
+        "{r:?}"
+    );
+    let ids = r.body["ids"].as_array().unwrap();
+    let sql = "SELECT replace(replace(team, '%', '%25'), ',', '%2C') || ',' || id FROM sites \
+               ORDER BY substr(name, 2)::int";
+    let rows = app.db.client.query(sql, &[]).await.unwrap();
+    let stored: Vec<Value> = rows.iter().map(|r| json!(r.get::<_, String>(0))).collect();
+    assert_eq!(
+        ids, &stored,
+        "ids in feature order, as the database makes them"
+    );
+    assert_eq!(ids[1], "a%2Cb,2");
+    for id in [&ids[2], &ids[3]] {
+        let r = app.get(&item(id.as_str().unwrap())).await;
+        assert_eq!((r.status.as_u16(), &r.body["id"]), (200, id), "{r:?}");
+    }
+    // Every column of the key given.
+    let body = collection(vec![
+        point(0.0, 0.0, json!({"plot": 7, "team": "x,y"})),
+        point(0.0, 0.0, json!({"plot": 8, "team": "x,y"})),
+    ]);
+    let r = app.post("plots", &body).await;
+    assert_eq!(
+        (r.status.as_u16(), &r.body["strategy"]),
+        (201, &json!("copy")),
+        "{r:?}"
+    );
+    assert_eq!(r.body["ids"], json!(["x%2Cy,7", "x%2Cy,8"]));
+}
