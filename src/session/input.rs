@@ -727,10 +727,12 @@ fn keys(ids: &[&RawValue], at: &str) -> Result<Vec<String>, Wrong> {
 }
 
 /// Whether `named` names the key: the key column, or `id` (the GeoJSON
-/// member) unless a column other than the key is called so.
+/// member) unless a column other than the key is called so (a column of a
+/// key of several is part of the id: `id` names the feature's whole id).
 pub(super) fn names_key(coll: &Collection, named: &str) -> bool {
     let key = coll.primary_key.map(|pk| coll.columns[pk].name.as_str());
-    Some(named) == key || (named == "id" && coll.column_index("id").is_none())
+    let id_free = (coll.column_index("id")).is_none_or(|ci| coll.composite_key.contains(&ci));
+    Some(named) == key || (named == "id" && id_free)
 }
 
 /// A filter that names features by `named`, which must be the key.

@@ -450,6 +450,9 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
     assert_eq!(r.status, 412, "{r:?}");
     let ogc = json!({"semantic": "atomic", "transaction": [
         {"action": "insert", "collection": "team_sites", "items": team_points("ogc-", 2)["features"]},
+        {"action": "update", "collection": "team_sites",
+         "filter": {"op": "=", "args": [{"property": "id"}, id]},
+         "properties": {"modify": [{"name": "name", "value": "ogc"}]}},
     ]});
     let r = app
         .post_raw(
@@ -459,9 +462,11 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
         )
         .await;
     assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(app.get(&item).await.body["properties"]["name"], "ogc");
     let r = app.send("DELETE", &item, &[], None).await;
     assert_eq!(r.status, 204, "{r:?}");
-    let count = "SELECT count(*) FROM team_sites WHERE name IN ('session', 'put', 'patched')";
+    let count =
+        "SELECT count(*) FROM team_sites WHERE name IN ('session', 'put', 'patched', 'ogc')";
     assert_eq!(app.db.int(count).await, 0);
     // An Idempotency-Key: written once, answered again.
     let key = format!("{schema}-team-key");

@@ -156,6 +156,23 @@ async fn every_write_path_finds_a_feature_by_all_its_key() {
     .await;
     assert_eq!(r.status, 404, "{r:?}");
     assert_eq!(rows(&app).await, "acme 1 a3; acme 4 d2; acme 5 e");
+    // A Part 11 transaction: `id` names the whole id, though a column of the key is called so.
+    let by_id = |ids: Value| json!({"op": "in", "args": [{"property": "id"}, ids]});
+    let ogc = json!({"semantic": "atomic", "transaction": [
+        {"action": "update", "collection": "sites", "filter": by_id(json!(["acme,4", "acme,5"])),
+         "properties": {"modify": [{"name": "name", "value": "ogc"}]}},
+        {"action": "delete", "collection": "sites", "filter": {"ids": ["acme,1"]}},
+    ]});
+    let r = app
+        .send(
+            "POST",
+            "/transactions",
+            &[("content-type", "application/ogc-tx+json")],
+            Some(ogc.to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(rows(&app).await, "acme 4 ogc; acme 5 ogc");
 }
 
 #[tokio::test]
