@@ -87,7 +87,16 @@ async fn every_write_path_finds_a_feature_by_all_its_key() {
         );
     }
     // Ids of the wrong shape, or of another type, name no feature.
-    for id in ["acme", "acme,1,1", "acme,x", "acme,", ",1", "other,1"] {
+    let many_parts = ",".repeat(10_000);
+    for id in [
+        "acme",
+        "acme,1,1",
+        "acme,x",
+        "acme,",
+        ",1",
+        "other,1",
+        &many_parts,
+    ] {
         let r = app.get(&item(id)).await;
         assert_eq!(r.status, 404, "GET {id}: {r:?}");
         let r = app.send("DELETE", &item(id), &[], None).await;
@@ -95,6 +104,10 @@ async fn every_write_path_finds_a_feature_by_all_its_key() {
         let patch = Some(json!({"properties": {"name": "no"}}).to_string());
         let r = app.send("PATCH", &item(id), &[GEOJSON], patch).await;
         assert_eq!(r.status, 404, "PATCH {id}: {r:?}");
+        // Clients choose no key here: a PUT does not create.
+        let put = Some(site("other", "new").to_string());
+        let r = app.send("PUT", &item(id), &[GEOJSON], put).await;
+        assert_eq!(r.status, 404, "PUT {id}: {r:?}");
     }
 
     // PATCH and PUT change the feature their id names, with preconditions;
