@@ -410,6 +410,9 @@ def run():
     listed = {b'{"strategy":"copy","ids":[7,-8,9],"batches":[]}': 3, b'{"strategy":"copy","ids":[],"batches":[]}': 0,
               b'{"strategy":"insert","ids":["a,b","c]"],"batches":[]}': 2}
     check(all(load_algorithm.ids_listed(b) == n for b, n in listed.items()), "load: the ids a 201 lists, counted")
+    # A conflict's current version is read at its key, percent-encoded.
+    check(edits.item_path("pois", "a/b %2C,7") == "/collections/pois/items/a%2Fb%20%252C%2C7",
+          "conflicts: a text key is percent-encoded in the item's URL")
 
     # 11. Processing: 100,000 points into a collection, then again (nothing written twice).
     source = QgsVectorLayer(geojson, "points", "ogr")

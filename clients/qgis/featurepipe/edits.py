@@ -12,7 +12,7 @@ plugin knows, for each feature QGIS loaded, which feature of the service it
 is and which version was loaded, without a read of its own.
 """
 import json
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from qgis.core import QgsDataSourceUri, QgsFeatureRequest
 from qgis.PyQt.QtCore import QDate, QDateTime, QTime, Qt
@@ -35,6 +35,13 @@ def base_url(url):
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query) if k != WITH_ETAGS[0]]
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), urlencode(query), ""))
+
+
+def item_path(collection, key):
+    """The path of the feature `key` of `collection`, the key percent-encoded
+    (a text key may hold `/`, `%` or `?`; a key of several columns is
+    `a,b`, with `%2C` for a comma in a value)."""
+    return f"/collections/{collection}/items/{quote(str(key), safe='')}"
 
 
 def layer_source(url, collection, authcfg=""):
@@ -171,7 +178,10 @@ class NotSaveable(Exception):
 def loaded_version(snapshot, schema, fid):
     """(key, ETag) of feature `fid` as QGIS loaded it."""
     feature = snapshot.loaded.get(fid)
-    if feature is None or schema.key is None:
+    if schema.key is None:
+        raise NotSaveable(f"feature {fid}: the collection's schema names no key column (a key of several "
+                          "columns, or none): the plugin changes and deletes features of a one-column key only")
+    if feature is None:
         raise NotSaveable(f"feature {fid}: QGIS holds no loaded version of it to save against")
     names = feature.fields().names()
     key = value_json(feature[schema.key]) if schema.key in names else None

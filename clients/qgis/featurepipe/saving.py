@@ -26,6 +26,7 @@ from .edits import (
     Outcome,
     Snapshot,
     featurepipe_source,
+    item_path,
     read_answer,
     session,
 )
@@ -206,7 +207,7 @@ class Saver:
         found = []
         for fid, etag in plan.etags.items():
             key = plan.keys[fid]
-            answer = client.get(f"/collections/{collection}/items/{key}", {"If-None-Match": f'"{etag}"'})
+            answer = client.get(item_path(collection, key), {"If-None-Match": f'"{etag}"'})
             if answer.status == 304:
                 continue
             if answer.status == 404:
