@@ -79,6 +79,11 @@ BEGIN
     RETURN NULL;
 END $$;
 CREATE TRIGGER pois_log AFTER INSERT OR UPDATE OR DELETE ON pois FOR EACH ROW EXECUTE FUNCTION audit.pois_log();
+-- Keyed by two columns, as Citus needs of a table distributed by its team:
+-- its features' ids are `team,id` (tests/qgis/qgis_edits.py edits them).
+CREATE TABLE team_pois (team text NOT NULL, id serial, name text, geom geometry(Point, 4326),
+                        PRIMARY KEY (team, id));
+INSERT INTO team_pois (team, name, geom) VALUES ('seed', 'seed', 'SRID=4326;POINT(0 0)');
 -- 2,500 features to read, and to filter.
 CREATE TABLE big (id serial PRIMARY KEY, name text NOT NULL, kind text, height float8, visited date,
                   geom geometry(Point, 4326));
@@ -209,6 +214,8 @@ check "updates that moved a geometry" 1 \
     "$(q "SELECT count(*) FROM audit.pois WHERE op = 'UPDATE' AND NOT ST_Equals((old->>'geom')::geometry, (new->>'geom')::geometry)")"
 check "rows deleted" 50 "$(q "SELECT count(*) FROM audit.pois WHERE op = 'DELETE'")"
 check "rows left (the seed)" "1 seed" "$(q "SELECT count(*) || ' ' || string_agg(name, ',') FROM pois")"
+check "team_pois: rows left after QGIS's edits by composite id (the seed)" "1 seed" \
+    "$(q "SELECT count(*) || ' ' || string_agg(name, ',') FROM team_pois")"
 
 # What QGIS showed, from its result line.
 # r_of RESULT EXPR: EXPR of a script's RESULT (as `r`); r and pr: of each script's.

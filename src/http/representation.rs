@@ -14,7 +14,7 @@ use crate::auth::Caller;
 use crate::catalog::Collection;
 use crate::feature::{Handling, InputLimits, Reading};
 use crate::geometry::Crs;
-use crate::read::params::{offered_crs, percent_encode};
+use crate::read::params::{offered_crs, path_segment, percent_encode};
 use crate::read::{plain_etag, Encoding, Rendering, StoredFeature};
 use crate::write::item::Precondition;
 
@@ -94,7 +94,7 @@ pub fn item_path(coll: &Collection, id: &str) -> String {
     format!(
         "/collections/{}/items/{}",
         percent_encode(&coll.id),
-        percent_encode(id)
+        path_segment(id)
     )
 }
 

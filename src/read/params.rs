@@ -445,9 +445,22 @@ impl Bbox {
 
 /// Percent-encode text for a URL path segment or query value.
 pub fn percent_encode(s: &str) -> String {
+    encoded(s, b"-._~")
+}
+
+/// Percent-encode a feature id for the last segment of its URL, leaving
+/// what a path segment may hold as it is (RFC 3986 `pchar`: `,`, `;`, `=`,
+/// `:`, `@`…): QGIS takes a new feature's id from its `Location` as it
+/// stands, and took `acme%2C4` for another feature than `acme,4`.
+pub fn path_segment(s: &str) -> String {
+    encoded(s, b"-._~!$&'()*+,;=:@")
+}
+
+/// `s` with every byte but ASCII letters, digits and `kept` percent-encoded.
+fn encoded(s: &str, kept: &[u8]) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+        if b.is_ascii_alphanumeric() || kept.contains(&b) {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -458,6 +471,14 @@ pub fn percent_encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_id_keeps_in_its_path_segment_what_a_segment_may_hold() {
+        assert_eq!(super::path_segment("acme,4"), "acme,4");
+        assert_eq!(super::path_segment("a~2Cb,3"), "a~2Cb,3");
+        assert_eq!(super::path_segment("a b/c?d#e%f"), "a%20b%2Fc%3Fd%23e%25f");
+        assert_eq!(super::percent_encode("acme,4"), "acme%2C4");
+    }
+
     use super::*;
 
     #[test]

@@ -4,7 +4,7 @@ use super::params::ETAG_PROPERTY;
 use super::reach::Reach;
 use super::{jsonfg, Encoding};
 use crate::catalog::temporal::Temporal;
-use crate::catalog::{Collection, ColumnType, ScalarType};
+use crate::catalog::{key, Collection, Column, ColumnType, ScalarType};
 use crate::db::quote_ident;
 use crate::geometry::{Crs, GeometryColumn, GeometryType, WGS84_SRID};
 
@@ -208,11 +208,13 @@ pub fn key_text_of(coll: &Collection, column: impl Fn(usize) -> String) -> Strin
         Some(pk) => format!("{}::text", column(pk)),
         None => {
             let parts: Vec<String> = (coll.composite_key.iter())
-                .map(|&ci| {
-                    format!(
-                        "replace(replace({}::text, '%', '%25'), ',', '%2C')",
-                        column(ci)
-                    )
+                .map(|&ci| match escapes(&coll.columns[ci]) {
+                    true => key::ESCAPED
+                        .iter()
+                        .fold(format!("{}::text", column(ci)), |t, &c| {
+                            format!("replace({t}, chr({}), '{}')", u32::from(c), key::escape(c))
+                        }),
+                    false => format!("{}::text", column(ci)),
                 })
                 .collect();
             // `||`, not concat_ws, which is stable: Citus allows only
@@ -220,6 +222,13 @@ pub fn key_text_of(coll: &Collection, column: impl Fn(usize) -> String) -> Strin
             format!("({})", parts.join(" || ',' || "))
         }
     }
+}
+
+/// Whether a column of a composite key may hold characters its part of an
+/// id escapes ([`key::ESCAPED`]): all but integers and uuids, whose text
+/// never does (and whose SQL is kept short).
+fn escapes(column: &Column) -> bool {
+    !column.is_integer() && column.ty != ColumnType::Scalar(ScalarType::Uuid)
 }
 
 /// `t."key" = $n::text::<key type>`, compared as [`column_equals`] does, so
@@ -235,10 +244,16 @@ pub fn key_equals(coll: &Collection, n: usize) -> Option<String> {
     }
     let mut terms: Vec<String> = (coll.composite_key.iter().enumerate())
         .map(|(i, &ci)| {
+            let part = format!("split_part(${n}::text, ',', {})", i + 1);
+            let value = match escapes(&coll.columns[ci]) {
+                true => key::ESCAPED.iter().rev().fold(part, |t, &c| {
+                    format!("replace({t}, '{}', chr({}))", key::escape(c), u32::from(c))
+                }),
+                false => part,
+            };
             format!(
-                "{} = replace(replace(split_part(${n}::text, ',', {}), '%2C', ','), '%25', '%')::{}",
+                "{} = {value}::{}",
                 col(coll, ci),
-                i + 1,
                 coll.columns[ci].exact_type_sql
             )
         })

@@ -1,6 +1,6 @@
 //! Tables whose primary key has several columns (a tenant and an id, as
 //! Citus needs of a table distributed by its tenant) are writable: a
-//! feature's id is the key's values joined by `,` (`%` and `,` in a value
+//! feature's id is the key's values joined by `,` (`~` and `,` in a value
 //! escaped), and every write path finds the feature by all of them.
 
 use serde_json::{json, Value};
@@ -54,13 +54,13 @@ async fn every_write_path_finds_a_feature_by_all_its_key() {
     let body = collection(vec![site("acme", "a"), site("a,b", "b"), site("100%", "c")]);
     let r = app.post("sites", &body).await;
     assert_eq!(r.status, 201, "{r:?}");
-    assert_eq!(r.body["ids"], json!(["acme,1", "a%2Cb,2", "100%25,3"]));
+    assert_eq!(r.body["ids"], json!(["acme,1", "a~2Cb,2", "100~25,3"]));
     // One feature: its Location finds it.
     let r = app.post("sites", &site("acme", "d")).await;
     assert_eq!(r.status, 201, "{r:?}");
     let location = r.headers["location"].to_str().unwrap();
     assert!(
-        location.ends_with("/collections/sites/items/acme%2C4"),
+        location.ends_with("/collections/sites/items/acme,4"),
         "{location}"
     );
 
@@ -72,19 +72,24 @@ async fn every_write_path_finds_a_feature_by_all_its_key() {
     assert_eq!(
         ids,
         [
-            &json!("100%25,3"),
-            &json!("a%2Cb,2"),
+            &json!("100~25,3"),
+            &json!("a~2Cb,2"),
             &json!("acme,1"),
             &json!("acme,4")
         ]
     );
-    for (id, team) in [("a%2Cb,2", "a,b"), ("100%25,3", "100%"), ("acme,1", "acme")] {
+    for (id, team) in [("a~2Cb,2", "a,b"), ("100~25,3", "100%"), ("acme,1", "acme")] {
         let r = app.get(&item(id)).await;
         assert_eq!(r.status, 200, "{id}: {r:?}");
         assert_eq!(
             (&r.body["id"], &r.body["properties"]["team"]),
             (&json!(id), &json!(team))
         );
+        {
+            // As QGIS sends it: the id in the URL as it is, not percent-encoded.
+            let r = app.get(&format!("/collections/sites/items/{id}")).await;
+            assert_eq!(r.status, 200, "{id} unencoded: {r:?}");
+        }
     }
     // Ids of the wrong shape, or of another type, name no feature.
     let many_parts = ",".repeat(10_000);
@@ -134,13 +139,13 @@ async fn every_write_path_finds_a_feature_by_all_its_key() {
     assert_eq!(r.status, 412, "a stale ETag: {r:?}");
     let replace = point(3.0, 4.0, json!({"name": "c2"})).to_string();
     let r = app
-        .send("PUT", &item("100%25,3"), &[GEOJSON], Some(replace))
+        .send("PUT", &item("100~25,3"), &[GEOJSON], Some(replace))
         .await;
     assert!(
         r.status.is_success(),
         "PUT without the key's columns: {r:?}"
     );
-    let r = app.send("DELETE", &item("a%2Cb,2"), &[], None).await;
+    let r = app.send("DELETE", &item("a~2Cb,2"), &[], None).await;
     assert_eq!(r.status, 204, "{r:?}");
     assert_eq!(rows(&app).await, "100% 3 c2; acme 1 a2; acme 4 d");
 
@@ -154,7 +159,7 @@ async fn every_write_path_finds_a_feature_by_all_its_key() {
             json!({"op": "update", "collection": "sites", "id": "acme,4", "if_match": tag,
                    "patch": {"properties": {"name": "d2"}}}),
             json!({"op": "replace", "collection": "sites", "id": "acme,1", "feature": site("acme", "a3")}),
-            json!({"op": "delete", "collection": "sites", "ids": ["100%25,3"]}),
+            json!({"op": "delete", "collection": "sites", "ids": ["100~25,3"]}),
         ],
     )
     .await;
@@ -240,9 +245,9 @@ async fn copy_makes_the_same_ids_as_the_database() {
     })
     .await;
     // The id column drawn before the rows, the team given by each feature.
-    let teams = ["acme", "a,b", "100%", "%2C"];
+    let teams = ["acme", "a,b", "100%", "~2C", "a b/c?d#e"];
     let features = (0..5000)
-        .map(|i| site(teams[i % 4], &format!("s{i}")))
+        .map(|i| site(teams[i % teams.len()], &format!("s{i}")))
         .collect();
     let r = app.post("sites", &collection(features)).await;
     assert_eq!(
@@ -251,16 +256,30 @@ async fn copy_makes_the_same_ids_as_the_database() {
         "{r:?}"
     );
     let ids = r.body["ids"].as_array().unwrap();
-    let sql = "SELECT replace(replace(team, '%', '%25'), ',', '%2C') || ',' || id FROM sites \
-               ORDER BY substr(name, 2)::int";
-    let rows = app.db.client.query(sql, &[]).await.unwrap();
-    let stored: Vec<Value> = rows.iter().map(|r| json!(r.get::<_, String>(0))).collect();
+    // The ids the reads show, which PostgreSQL makes, by name.
+    let mut shown = std::collections::HashMap::new();
+    for offset in (0..5000).step_by(1000) {
+        let page = app
+            .get(&format!(
+                "/collections/sites/items?limit=1000&offset={offset}"
+            ))
+            .await;
+        for f in page.body["features"].as_array().unwrap() {
+            shown.insert(
+                f["properties"]["name"].as_str().unwrap().to_owned(),
+                f["id"].clone(),
+            );
+        }
+    }
+    let expected: Vec<&Value> = (0..5000).map(|i| &shown[&format!("s{i}")]).collect();
+    let ids: Vec<&Value> = ids.iter().collect();
     assert_eq!(
-        ids, &stored,
+        ids, expected,
         "ids in feature order, as the database makes them"
     );
-    assert_eq!(ids[1], "a%2Cb,2");
-    for id in [&ids[2], &ids[3]] {
+    assert_eq!(ids[1], "a~2Cb,2");
+    assert_eq!(ids[4], "a~20b~2Fc~3Fd~23e,5");
+    for id in [ids[2], ids[3], ids[4]] {
         let r = app.get(&item(id.as_str().unwrap())).await;
         assert_eq!((r.status.as_u16(), &r.body["id"]), (200, id), "{r:?}");
     }
@@ -275,5 +294,5 @@ async fn copy_makes_the_same_ids_as_the_database() {
         (201, &json!("copy")),
         "{r:?}"
     );
-    assert_eq!(r.body["ids"], json!(["x%2Cy,7", "x%2Cy,8"]));
+    assert_eq!(r.body["ids"], json!(["x~2Cy,7", "x~2Cy,8"]));
 }

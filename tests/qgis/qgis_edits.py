@@ -212,6 +212,50 @@ def edits():
     check(len(left) == 0, f"delete: QGIS shows none of the features left ({len(left)})")
 
 
+def composite_key_edits():
+    """team_pois, keyed by (team, id): QGIS adds three features (teams with a
+    comma and a percent sign among them), changes each and deletes them, by
+    their ids (`north,2`, `a~2Cb,3`), each a commit of its own; a layer
+    opened afresh after each shows what the service holds."""
+    layer = open_layer("team_pois")
+    if not layer.isValid():
+        return
+    fields = layer.fields()
+    teams = ["north", "a,b", "100%"]
+    start = mark()
+    layer.startEditing()
+    feats = []
+    for i, team in enumerate(teams):
+        f = QgsFeature(fields)
+        f.setAttribute("team", team)
+        f.setAttribute("name", f"team {i}")
+        f.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(1 + i, 1 + i)))
+        feats.append(f)
+    check(layer.addFeatures(feats), "team_pois add: addFeatures() returned True")
+    steps = {"add": commit(layer, "team_pois add")[0]}
+
+    def held():
+        fresh = open_layer("team_pois")
+        return sorted((f["team"], f["name"]) for f in fresh.getFeatures() if f["name"] != "seed")
+
+    check(held() == sorted((t, f"team {i}") for i, t in enumerate(teams)), f"team_pois add: the service holds them ({held()})")
+    layer.startEditing()
+    name_idx = fields.indexOf("name")
+    ours = [f for f in layer.getFeatures() if f["name"] != "seed"]
+    for f in ours:
+        layer.changeAttributeValue(f.id(), name_idx, f["name"] + " changed")
+    steps["change"] = commit(layer, "team_pois change")[0]
+    check(held() == sorted((t, f"team {i} changed") for i, t in enumerate(teams)),
+          f"team_pois change: the service holds the changes ({held()})")
+    layer.startEditing()
+    check(layer.deleteFeatures([f.id() for f in ours]), "team_pois delete: deleteFeatures() returned True")
+    steps["delete"] = commit(layer, "team_pois delete")[0]
+    check(held() == [], f"team_pois delete: none left ({held()})")
+    reqs = since(start)
+    result["team_pois"] = {"committed": steps, "ids": sorted(str(f.attribute("id")) for f in ours),
+                           "requests": summary(reqs), "http_errors": errors(reqs)}
+
+
 def big_read_and_filters():
     start = mark()
     layer = open_layer("big")
@@ -271,6 +315,7 @@ def big_read_and_filters():
 
 try:
     edits()
+    composite_key_edits()
     big_read_and_filters()
 except Exception:
     traceback.print_exc()

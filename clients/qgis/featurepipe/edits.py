@@ -40,7 +40,7 @@ def base_url(url):
 def item_path(collection, key):
     """The path of the feature `key` of `collection`, the key percent-encoded
     (a text key may hold `/`, `%` or `?`; a key of several columns is
-    `a,b`, with `%2C` for a comma in a value)."""
+    `a,b`, with `~2C` for a comma in a value)."""
     return f"/collections/{collection}/items/{quote(str(key), safe='')}"
 
 

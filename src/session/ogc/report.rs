@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::FieldError;
-use crate::read::params::percent_encode;
+use crate::read::params::{path_segment, percent_encode};
 use crate::session::report::{OpStatus, SessionReport};
 use crate::session::{Mode, Op, Operation, Step};
 
@@ -128,7 +128,7 @@ pub fn response(
                 "{}/collections/{}/items/{}",
                 names.base,
                 percent_encode(&op.collection),
-                percent_encode(id)
+                path_segment(id)
             )
         };
         // Inserts and edits by filter say their keys; the others name theirs.
