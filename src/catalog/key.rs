@@ -10,7 +10,7 @@
 //! the comma, the service read `a%2Cb,3` as `a,b,3`), and takes a new
 //! feature's id from its `Location` as sent (`acme%2C4` was another feature
 //! than `acme,4`). Not escaped: letters beyond ASCII, which a URL must
-//! encode, and which QGIS then reads differently.
+//! encode whatever the id's own escapes.
 //!
 //! PostgreSQL makes and reads them ([`crate::read::sql::key_text`],
 //! [`crate::read::sql::key_equals`]) with the same replacements as

@@ -45,8 +45,8 @@ pub struct CopyPlan {
     /// Column indices, in COPY order: the features' columns, then the key if
     /// the defaults query draws it.
     pub columns: Vec<usize>,
-    /// The key column the features give or the keys come for: the key, or
-    /// of a key of several columns the one the features leave to its
+    /// The key column the features give or that is drawn for them: the key,
+    /// or of a key of several columns the one the features leave to its
     /// default ([`composite_drawn`]).
     pub key: usize,
     /// Where the keys come from.
