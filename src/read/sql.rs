@@ -236,30 +236,31 @@ fn escapes(column: &Column) -> bool {
 /// part of the id `$n` ([`crate::catalog::key::parts`]), and the id of as
 /// many parts. `None` for a table without a key.
 pub fn key_equals(coll: &Collection, n: usize) -> Option<String> {
+    key_matches(coll, &format!("${n}::text"))
+}
+
+/// [`key_equals`] of the id the text expression `id` holds (`$1::text`, `u.id`).
+pub fn key_matches(coll: &Collection, id: &str) -> Option<String> {
     if let Some(pk) = coll.primary_key {
-        return Some(column_equals(coll, pk, n));
+        return Some(column_matches(coll, pk, id));
     }
     if !coll.has_key() {
         return None;
     }
     let mut terms: Vec<String> = (coll.composite_key.iter().enumerate())
         .map(|(i, &ci)| {
-            let part = format!("split_part(${n}::text, ',', {})", i + 1);
+            let part = format!("split_part({id}, ',', {})", i + 1);
             let value = match escapes(&coll.columns[ci]) {
                 true => key::ESCAPED.iter().rev().fold(part, |t, &c| {
                     format!("replace({t}, '{}', chr({}))", key::escape(c), u32::from(c))
                 }),
                 false => part,
             };
-            format!(
-                "{} = {value}::{}",
-                col(coll, ci),
-                coll.columns[ci].exact_type_sql
-            )
+            column_matches(coll, ci, &value)
         })
         .collect();
     terms.push(format!(
-        "cardinality(string_to_array(${n}::text, ',')) = {}",
+        "cardinality(string_to_array({id}, ',')) = {}",
         coll.composite_key.len()
     ));
     Some(terms.join(" AND "))
@@ -269,8 +270,13 @@ pub fn key_equals(coll: &Collection, n: usize) -> Option<String> {
 /// `varchar(10)` or `numeric(5,2)` would truncate or round the value, so
 /// that `abcdefghijXYZ` found `abcdefghij`. The index still serves.
 pub fn column_equals(coll: &Collection, ci: usize, n: usize) -> String {
+    column_matches(coll, ci, &format!("${n}::text"))
+}
+
+/// [`column_equals`] of the text expression `text`.
+fn column_matches(coll: &Collection, ci: usize, text: &str) -> String {
     format!(
-        "{} = ${n}::text::{}",
+        "{} = {text}::{}",
         col(coll, ci),
         coll.columns[ci].exact_type_sql
     )

@@ -16,7 +16,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Error as PgError;
 
 use super::{Done, Msg, Session, Step, StepKind};
-use crate::catalog::{Collection, ColumnType, ScalarType};
+use crate::catalog::{key, Collection, Column, ColumnType, ScalarType};
 use crate::feature::value::by_column;
 use crate::write::sql::{change_many, insert_drawn, ItemChange};
 
@@ -70,9 +70,25 @@ fn run_of(step: &Step) -> Option<(Run<'_>, Option<String>)> {
 
 /// The key `id` names, written one way only, for keys whose text says
 /// which it is (integers, UUIDs, text): `01` and `1` are one feature, which
-/// a run must not change twice. `None` for other key types.
+/// a run must not change twice. `None` for other key types, and for an id
+/// that names no feature of a key of several columns.
 fn canonical_key(coll: &Collection, id: &str) -> Option<String> {
-    let key = &coll.columns[coll.primary_key?];
+    if let Some(pk) = coll.primary_key {
+        return canonical_value(&coll.columns[pk], id);
+    }
+    let parts = key::parts(id);
+    if parts.len() != coll.composite_key.len() {
+        return None;
+    }
+    let values = (coll.composite_key.iter().zip(&parts))
+        .map(|(&ci, part)| canonical_value(&coll.columns[ci], part))
+        .collect::<Option<Vec<String>>>()?;
+    Some(key::joined(values))
+}
+
+/// The value of key column `key` that `id` names, written one way only
+/// ([`canonical_key`]).
+fn canonical_value(key: &Column, id: &str) -> Option<String> {
     match key.ty {
         ColumnType::Scalar(ScalarType::Int2 | ScalarType::Int4 | ScalarType::Int8) => {
             id.trim().parse::<i64>().ok().map(|k| k.to_string())

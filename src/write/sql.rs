@@ -371,11 +371,9 @@ fn assignments(
 /// one to learn which failed. `None` when a column cannot be bound as an
 /// array, or nothing is set.
 pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Option<String> {
-    let pk = coll.primary_key?;
-    let (key_col, key_type) = (
-        read_sql::col(coll, pk),
-        &coll.columns[pk].exact_type_sql[..],
-    );
+    if !coll.has_key() {
+        return None;
+    }
     let columns = match change {
         ItemChange::Replace(columns) | ItemChange::Update(columns) => columns,
         ItemChange::Delete => &[],
@@ -394,8 +392,7 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
     .concat();
     let many = ManyChanges {
         table: coll.qualified_name(),
-        key_col,
-        key_type,
+        coll,
     };
     let sets = |alias: &str| {
         let replace = matches!(change, ItemChange::Replace(_));
@@ -430,23 +427,31 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
 /// [`change_many`] to the rows of `u` (`id`, `tag`, `c0`…, `n`).
 struct ManyChanges<'a> {
     table: String,
-    /// The key column (of `t`) and its type.
-    key_col: String,
-    key_type: &'a str,
+    /// The changed collection, which has a key.
+    coll: &'a Collection,
 }
 
 /// Whether the tag of `u` holds for the row `t`.
 const TAG_HOLDS: &str = "(u.tag IS NULL OR u.tag = '*' OR u.tag = md5(t::text))";
 
 impl ManyChanges<'_> {
-    /// The key column equal to `{alias}.id`.
+    /// The key of `t` equal to the id `{alias}.id`.
     fn key(&self, alias: &str) -> String {
-        format!("{} = {alias}.id::{}", self.key_col, self.key_type)
+        read_sql::key_matches(self.coll, &format!("{alias}.id"))
+            .expect("change_many checked the key")
     }
 
-    /// The key among the keys of `$1`.
+    /// The key among the keys of `$1`; of a key of several columns, no
+    /// condition: no one column's array says which shards hold them.
     fn among(&self) -> String {
-        format!("{} = ANY($1::text[]::{}[])", self.key_col, self.key_type)
+        match self.coll.primary_key {
+            Some(pk) => format!(
+                "{} = ANY($1::text[]::{}[])",
+                read_sql::col(self.coll, pk),
+                self.coll.columns[pk].exact_type_sql
+            ),
+            None => "true".to_owned(),
+        }
     }
 
     /// On one server the tag is compared in the change's own condition,

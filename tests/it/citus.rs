@@ -447,6 +447,27 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
         (200, &json!(2)),
         "{r:?}"
     );
+    // A run of updates and a run of deletes: a statement each.
+    let r = app.post("team_sites", &team_points("run-", 6)).await;
+    let run: Vec<Value> = r.body["ids"].as_array().unwrap().clone();
+    let mut ops: Vec<Value> = (0..3)
+        .map(|i| {
+            json!({"op": "update", "collection": "team_sites", "id": run[i],
+                        "patch": {"properties": {"name": format!("ran-{i}")}}})
+        })
+        .collect();
+    ops.push(json!({"op": "delete", "collection": "team_sites", "ids": &run[3..]}));
+    let body = json!({ "operations": ops }).to_string();
+    let r = app
+        .post_raw("/transactions", Some("application/json"), body)
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let ran = "SELECT string_agg(team || ':' || name, ' ' ORDER BY name) FROM team_sites \
+               WHERE name LIKE 'ran-%' OR name LIKE 'run-%'";
+    assert_eq!(
+        app.db.text(ran).await.as_deref(),
+        Some("north:ran-0 a,b c:ran-1 south:ran-2")
+    );
     let stale = json!({"operations": [
         {"op": "delete", "collection": "team_sites", "id": id, "if_match": etag},
     ]});

@@ -13,6 +13,13 @@ const SETUP: &str = "
                         geom geometry(Point, 4326), PRIMARY KEY (team, id));
     CREATE TABLE plots (plot int, team text, name text,
                         geom geometry(Point, 4326), PRIMARY KEY (team, plot));
+    -- Counts the statements that change `sites` (a statement trigger: a row
+    -- trigger would have each change made alone).
+    CREATE TABLE statements (n int);
+    CREATE FUNCTION count_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN INSERT INTO statements VALUES (1); RETURN NULL; END $$;
+    CREATE TRIGGER counted AFTER UPDATE OR DELETE ON sites
+      FOR EACH STATEMENT EXECUTE FUNCTION count_statement();
 ";
 
 const GEOJSON: (&str, &str) = ("content-type", "application/geo+json");
@@ -295,4 +302,54 @@ async fn copy_makes_the_same_ids_as_the_database() {
         "{r:?}"
     );
     assert_eq!(r.body["ids"], json!(["x~2Cy,7", "x~2Cy,8"]));
+}
+
+#[tokio::test]
+async fn a_session_changes_a_run_of_them_in_one_statement() {
+    let app = TestApp::new(SETUP).await;
+    let teams = ["acme", "a,b", "100%"];
+    let features = (0..6)
+        .map(|i| site(teams[i % 3], &format!("s{i}")))
+        .collect();
+    let r = app.post("sites", &collection(features)).await;
+    let ids: Vec<String> = (r.body["ids"].as_array().unwrap().iter())
+        .map(|id| id.as_str().unwrap().to_owned())
+        .collect();
+    let update = |id: &str, name: &str| {
+        json!({"op": "update", "collection": "sites", "id": id,
+               "patch": {"properties": {"name": name}}})
+    };
+    let mut ops: Vec<Value> = (0..3).map(|i| update(&ids[i], &format!("u{i}"))).collect();
+    ops[1]["if_match"] = json!(etag(&app, &ids[1]).await.trim_matches('"'));
+    ops.push(json!({"op": "delete", "collection": "sites", "ids": &ids[3..]}));
+    let r = session(&app, "atomic", ops.clone()).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let counted = "SELECT count(*) FROM statements";
+    assert_eq!(
+        app.db.int(counted).await,
+        2,
+        "the updates, then the deletes"
+    );
+    assert_eq!(rows(&app).await, "100% 3 u2; a,b 2 u1; acme 1 u0");
+    for (k, id) in ids[..3].iter().enumerate() {
+        let tag = etag(&app, id).await;
+        assert_eq!(
+            json!(tag.trim_matches('"')),
+            r.body["results"][k]["etag"],
+            "{id}"
+        );
+    }
+    // The same ids written another way (`01`) are one feature: two statements.
+    let again = vec![update("acme,1", "x"), update("acme,01", "y")];
+    let r = session(&app, "atomic", again).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(app.db.int(counted).await, 4);
+    assert_eq!(rows(&app).await, "100% 3 u2; a,b 2 u1; acme 1 y");
+    // A stale tag in a run: 412 at its operation, nothing written.
+    let mut stale: Vec<Value> = (0..3).map(|i| update(&ids[i], "stale")).collect();
+    stale[2]["if_match"] = ops[1]["if_match"].clone();
+    let r = session(&app, "atomic", stale).await;
+    assert_eq!(r.status, 412, "{r:?}");
+    assert_eq!(r.body["errors"][0]["operation"], 2, "{r:?}");
+    assert_eq!(rows(&app).await, "100% 3 u2; a,b 2 u1; acme 1 y");
 }
