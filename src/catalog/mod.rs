@@ -375,6 +375,22 @@ impl Collection {
         self.primary_key.is_some() || !self.composite_key.is_empty()
     }
 
+    /// The key column new rows that give the columns `given` are reported
+    /// by, given or drawn from its default: the key, or of a key of several
+    /// columns the one `given` leaves out (there must be one at most), or
+    /// the first when it gives them all. `None` without a key.
+    pub fn key_drawn(&self, given: &[usize]) -> Option<usize> {
+        if self.primary_key.is_some() {
+            return self.primary_key;
+        }
+        let mut left = self.composite_key.iter().filter(|ci| !given.contains(ci));
+        match (left.next(), left.next()) {
+            (None, _) => self.composite_key.first().copied(),
+            (Some(&ci), None) => Some(ci),
+            (Some(_), Some(_)) => None,
+        }
+    }
+
     /// Whether column `ci` is the key or one of its columns.
     pub fn is_key(&self, ci: usize) -> bool {
         Some(ci) == self.primary_key || self.composite_key.contains(&ci)

@@ -47,7 +47,7 @@ pub struct CopyPlan {
     pub columns: Vec<usize>,
     /// The key column the features give or that is drawn for them: the key,
     /// or of a key of several columns the one the features leave to its
-    /// default ([`composite_drawn`]).
+    /// default ([`Collection::key_drawn`]).
     pub key: usize,
     /// Where the keys come from.
     pub keys: KeySource,
@@ -136,10 +136,7 @@ pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<Copy
     let [shape] = plan.shapes.as_slice() else {
         return None;
     };
-    let pk = match coll.primary_key {
-        Some(pk) => pk,
-        None => composite_drawn(coll, shape)?,
-    };
+    let pk = coll.key_drawn(shape)?;
     let key = &coll.columns[pk];
     let reportable = |ci: &usize| {
         matches!(
@@ -185,18 +182,6 @@ pub fn copy_plan(coll: &Collection, plan: &Plan, input_srid: i32) -> Option<Copy
         key: pk,
         keys,
     })
-}
-
-/// Of a key of several columns, the one COPY draws: the one the features
-/// of `shape` leave out (there must be one at most), or the first when they
-/// give them all.
-fn composite_drawn(coll: &Collection, shape: &[usize]) -> Option<usize> {
-    let mut left = coll.composite_key.iter().filter(|ci| !shape.contains(ci));
-    match (left.next(), left.next()) {
-        (None, _) => coll.composite_key.first().copied(),
-        (Some(&ci), None) => Some(ci),
-        (Some(_), Some(_)) => None,
-    }
 }
 
 /// The sequence a single-column integer key draws from, when that is all

@@ -163,10 +163,12 @@ fn none_skipped(first: &str, lead: &str) -> String {
 /// rows' order, before the INSERT, and answered from there as `(n, key)`,
 /// `n` the row's place in the arrays `$1`… (from 1). It fails, as
 /// [`insert_many`] does, when a trigger skipped a row. `None` when a
-/// column cannot be bound as an array, there is none, or the key is drawn
-/// by an identity (no default expression to draw it with here).
+/// column cannot be bound as an array, there is none, the key is drawn
+/// by an identity (no default expression to draw it with here), or the
+/// rows leave more than one column of a key of several to the database
+/// ([`Collection::key_drawn`]).
 pub fn insert_drawn(coll: &Collection, columns: &[usize], srid: i32) -> Option<String> {
-    let pk = coll.primary_key?;
+    let pk = coll.key_drawn(columns)?;
     let key = &coll.columns[pk];
     let (arrays, mut names) = unnested(coll, columns, 1)?;
     let skipped = none_skipped(arrays.first()?, "NULL::int8, ");
@@ -181,10 +183,17 @@ pub fn insert_drawn(coll: &Collection, columns: &[usize], srid: i32) -> Option<S
         None => return None,
     };
     names.push("n".to_owned());
+    // Of a key of several columns, the id is made of the row's other key
+    // values and the one drawn.
+    let id = read_sql::key_text_of(coll, |ci| match columns.iter().position(|&c| c == ci) {
+        _ if ci == pk => "u.k".to_owned(),
+        Some(i) => format!("u.c{i}"),
+        None => unreachable!("key_drawn leaves one key column to be drawn"),
+    });
     Some(format!(
         "WITH u AS MATERIALIZED (SELECT *, {drawn} AS k FROM unnest({}) WITH ORDINALITY AS u({})), \
          ins AS ({into} SELECT {} FROM u ORDER BY u.n RETURNING 1) \
-         SELECT u.n, u.k::text FROM u UNION ALL {skipped}",
+         SELECT u.n, {id} FROM u UNION ALL {skipped}",
         arrays.join(", "),
         names.join(", "),
         values.join(", "),

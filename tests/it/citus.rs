@@ -447,6 +447,12 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
         (200, &json!(2)),
         "{r:?}"
     );
+    // The inserts are one statement, their ids drawn and answered in order.
+    let inserted = json!({"ids": r.body["results"][1]["ids"]});
+    assert!(
+        team_ids_in_feature_order(&app, &inserted, "session-").await,
+        "{r:?}"
+    );
     // A run of updates and a run of deletes: a statement each.
     let r = app.post("team_sites", &team_points("run-", 6)).await;
     let run: Vec<Value> = r.body["ids"].as_array().unwrap().clone();
