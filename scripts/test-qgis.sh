@@ -296,6 +296,10 @@ CREATE TRIGGER log AFTER INSERT OR UPDATE OR DELETE ON sites FOR EACH ROW EXECUT
 CREATE TABLE plain (id serial PRIMARY KEY, name text NOT NULL DEFAULT 'unnamed', kind text DEFAULT 'other',
                     geom geometry(Point, 4326));
 INSERT INTO plain (name, kind, geom) VALUES ('seed', 'seed', 'SRID=4326;POINT(0 0)');
+-- Keyed by two columns: the plugin names its features by `featurepipe:id`.
+CREATE TABLE team_plain (team text NOT NULL, id serial, name text, geom geometry(Point, 4326),
+                         PRIMARY KEY (team, id));
+INSERT INTO team_plain (team, name, geom) VALUES ('seed', 'seed', 'SRID=4326;POINT(0 0)');
 CREATE TABLE loaded (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 CREATE TABLE pushed (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
 CREATE TABLE timed_load (id serial PRIMARY KEY, name text, n int, geom geometry(Point, 4326));
@@ -347,6 +351,8 @@ t_push1=$(date +%s.%N)
 push_s=$(python3 -c "print(round($t_push1 - $t_push0, 3))")
 pr() { r_of "$presult" "$1"; }
 check "plugin: failures it saw" "[]" "$(pr 'r["failures"]')"
+check "plugin: a table keyed by two columns, its features added, changed and deleted (the seed left)" "1 seed" \
+    "$(q "SELECT count(*) || ' ' || string_agg(name, ',') FROM team_plain")"
 check "plugin: rows inserted (1,000 + 1 fixed + 2 written once)" 1003 "$(q "SELECT count(*) FROM audit_sites.log WHERE op = 'INSERT'")"
 check "plugin: rows deleted in one request (all but the seed)" "1003 1 seed" \
     "$(q "SELECT (SELECT count(*) FROM audit_sites.log WHERE op = 'DELETE') || ' ' || count(*) || ' ' || string_agg(name, ',') FROM sites")"

@@ -81,7 +81,9 @@ pub fn check_format(value: &str) -> Result<(), Error> {
 }
 
 /// `with-etags=true`: each feature's properties also carry its key (under
-/// the key column's name) and its ETag (under [`ETAG_PROPERTY`]), for a
+/// the key column's name; a key of several columns, whose columns are
+/// properties already, its id under [`ID_PROPERTY`]) and its ETag (under
+/// [`ETAG_PROPERTY`]), for a
 /// client that keeps features to edit and reads them through a provider
 /// it does not control (the QGIS plugin, through QGIS's OGC API - Features
 /// provider, which takes a service URL's query to every read).
@@ -89,6 +91,10 @@ pub const WITH_ETAGS: &str = "with-etags";
 
 /// The property that says a feature's ETag, with `with-etags=true`.
 pub const ETAG_PROPERTY: &str = "featurepipe:etag";
+
+/// The property that says the id of a feature keyed by several columns,
+/// with `with-etags=true`.
+pub const ID_PROPERTY: &str = "featurepipe:id";
 
 /// The value of `with-etags`.
 pub fn with_etags(value: &str) -> Result<bool, Error> {

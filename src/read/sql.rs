@@ -1,6 +1,6 @@
 //! SQL text for reads, built only from catalog identifiers.
 
-use super::params::ETAG_PROPERTY;
+use super::params::{ETAG_PROPERTY, ID_PROPERTY};
 use super::reach::Reach;
 use super::{jsonfg, Encoding};
 use crate::catalog::temporal::Temporal;
@@ -114,6 +114,12 @@ pub fn feature_object(coll: &Collection, geometry_members: &str, shown: Shown<'_
         // takes its fields from the properties knows each feature's id.
         if let Some(pk) = coll.primary_key.filter(|_| !coll.client_keys()) {
             props.push(col(coll, pk));
+        } else if coll.primary_key.is_none() && coll.has_key() {
+            props.push(format!(
+                "{} AS {}",
+                key_text(coll),
+                quote_ident(ID_PROPERTY)
+            ));
         }
         props.push(format!("md5(t::text) AS {}", quote_ident(ETAG_PROPERTY)));
     }

@@ -98,6 +98,11 @@ async fn every_write_path_finds_a_feature_by_all_its_key() {
             assert_eq!(r.status, 200, "{id} unencoded: {r:?}");
         }
     }
+    // With its ETag, a feature carries its id as a property too (for QGIS's plugin).
+    let r = app.get("/collections/sites/items?with-etags=true").await;
+    for f in r.body["features"].as_array().unwrap() {
+        assert_eq!(f["properties"]["featurepipe:id"], f["id"], "{f}");
+    }
     // Ids of the wrong shape, or of another type, name no feature.
     let many_parts = ",".repeat(10_000);
     for id in [

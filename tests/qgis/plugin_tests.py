@@ -377,6 +377,41 @@ def run():
     check(ok and outcome.kind == "saved", f"plain: delete saved ({outcome})")
     result["plain"] = timed
 
+    # 9b. A table keyed by two columns (team, id): the same saves, each one
+    # request, its features named by their ids (`featurepipe:id`).
+    teams = connections.layer(slow_url, "team_plain", authcfg)
+    QgsProject.instance().addMapLayer(teams)
+    tfields = teams.fields()
+    check(tfields.indexOf("featurepipe:id") >= 0, f"team_plain: the layer has featurepipe:id ({tfields.names()})")
+    teams.startEditing()
+    for i, team in enumerate(["north", "a,b", "100%"]):
+        f = QgsFeature(tfields)
+        f.setAttribute("team", team)
+        f.setAttribute("name", f"team {i}")
+        f.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(i, 2)))
+        teams.addFeature(f)
+    ok, _, outcome = commit(teams)
+    check(ok and outcome.kind == "saved", f"team_plain: add saved ({outcome})")
+    ours = lambda: sorted((f["featurepipe:id"], f["name"]) for f in teams.getFeatures() if f["name"] != "seed")
+    added = ours()
+    check([i.split(",")[0] for i, _ in added] == ["100~25", "a~2Cb", "north"], f"team_plain: QGIS shows their ids ({added})")
+    teams.startEditing()
+    tname = tfields.indexOf("name")
+    for f in teams.getFeatures():
+        if f["name"] != "seed":
+            teams.changeAttributeValue(f.id(), tname, f["name"] + " changed")
+    start = mark()
+    ok, _, outcome = commit(teams)
+    sent = since(start)
+    check(ok and outcome.kind == "saved", f"team_plain: change saved ({outcome})")
+    check(requests_of(sent) == ["POST /transactions 200"], f"team_plain: change in one request ({requests_of(sent)})")
+    check(ours() == [(i, n + " changed") for i, n in added], f"team_plain: QGIS shows the changes ({ours()})")
+    teams.startEditing()
+    teams.deleteFeatures([f.id() for f in teams.getFeatures() if f["name"] != "seed"])
+    ok, _, outcome = commit(teams)
+    check(ok and outcome.kind == "saved", f"team_plain: delete saved ({outcome})")
+    check(ours() == [], f"team_plain: QGIS shows the seed alone ({ours()})")
+
     # 10. The file's own bytes, cut between its features (split, called
     # directly): whole features in each run, whatever the strings hold.
     feature = b'{"type":"Feature","properties":{"a":[1,{"b":2}]},"geometry":{"type":"Point","coordinates":[1,2]}}'

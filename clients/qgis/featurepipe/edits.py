@@ -18,6 +18,8 @@ from qgis.core import QgsDataSourceUri, QgsFeatureRequest
 from qgis.PyQt.QtCore import QDate, QDateTime, QTime, Qt
 
 ETAG_FIELD = "featurepipe:etag"
+# With `with-etags`, the id of a feature keyed by several columns (`north,17`).
+ID_FIELD = "featurepipe:id"
 WITH_ETAGS = ("with-etags", "true")
 CRS84 = "http://www.opengis.net/def/crs/OGC/1.3/CRS84"
 
@@ -70,11 +72,12 @@ class Schema:
 
     def __init__(self, document):
         props = (document or {}).get("properties", {})
-        self.key = next((n for n, p in props.items() if p.get("x-ogc-role") == "id"), None)
+        # The key column, or (a key of several columns) the id the service adds.
+        self.key = next((n for n, p in props.items() if p.get("x-ogc-role") == "id"), ID_FIELD)
         self.geometry = next((n for n, p in props.items() if p.get("x-ogc-role") == "primary-geometry"), None)
         # Never sent: what the collection marks read-only (the key it assigns,
         # generated columns, the last-modified column), and the ETag.
-        self.read_only = {n for n, p in props.items() if p.get("readOnly")} | {ETAG_FIELD}
+        self.read_only = {n for n, p in props.items() if p.get("readOnly")} | {ETAG_FIELD, ID_FIELD}
         self.known = set(props)
 
 
@@ -178,9 +181,6 @@ class NotSaveable(Exception):
 def loaded_version(snapshot, schema, fid):
     """(key, ETag) of feature `fid` as QGIS loaded it."""
     feature = snapshot.loaded.get(fid)
-    if schema.key is None:
-        raise NotSaveable(f"feature {fid}: the collection's schema names no key column (a key of several "
-                          "columns, or none): the plugin changes and deletes features of a one-column key only")
     if feature is None:
         raise NotSaveable(f"feature {fid}: QGIS holds no loaded version of it to save against")
     names = feature.fields().names()
