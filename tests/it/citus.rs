@@ -117,26 +117,110 @@ fn points(tag: &str, n: usize) -> Value {
     json!({"type": "FeatureCollection", "features": features})
 }
 
-/// Whether each id of the answer `r` is that of the feature at its place.
-async fn ids_in_feature_order(app: &TestApp, r: &Value, tag: &str) -> bool {
-    let ids: Vec<i64> = r["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_i64().unwrap())
-        .collect();
-    let rows = app
-        .db
-        .client
-        .query("SELECT id, name FROM sites WHERE id = ANY($1)", &[&ids])
-        .await
-        .unwrap();
-    let by_id: HashMap<i64, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    ids.len() == by_id.len()
-        && ids
-            .iter()
-            .enumerate()
-            .all(|(i, id)| by_id.get(id) == Some(&format!("{tag}{i}")))
+/// A distributed table of the tests, the text of a row's key values in
+/// SQL, and its features.
+struct Table {
+    name: &'static str,
+    key: &'static str,
+    points: fn(&str, usize) -> Value,
+}
+
+/// `sites`, distributed by its key.
+const SITES: Table = Table {
+    name: "sites",
+    key: "ARRAY[id::text]",
+    points,
+};
+
+/// `team_sites`, distributed by its team and keyed by it and its id.
+const TEAM_SITES: Table = Table {
+    name: "team_sites",
+    key: "ARRAY[team, id::text]",
+    points: team_points,
+};
+
+/// Whether each id of the answer `r` names the row of `table` of the
+/// feature at its place (named `{tag}{i}`).
+async fn ids_in_feature_order(app: &TestApp, table: &Table, r: &Value, tag: &str) -> bool {
+    let sql = format!("SELECT {}, name FROM {}", table.key, table.name);
+    let rows = app.db.client.query(&sql, &[]).await.unwrap();
+    let by_key: HashMap<Vec<String>, String> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let ids = r["ids"].as_array().unwrap();
+    !ids.is_empty()
+        && ids.iter().enumerate().all(|(i, id)| {
+            let id = match id {
+                Value::String(id) => id.clone(),
+                number => number.to_string(),
+            };
+            by_key.get(&featurepipe::catalog::key::parts(&id)) == Some(&format!("{tag}{i}"))
+        })
+}
+
+/// The bulk POST into `table` by each strategy, ids in feature order, and
+/// in modes batch and skip.
+async fn posted_every_way(app: &TestApp, table: &Table) {
+    for (n, strategy) in [(10, "insert"), (1000, "copy"), (20000, "copy")] {
+        let tag = format!("bulk{n}-");
+        let r = app.post(table.name, &(table.points)(&tag, n)).await;
+        assert_eq!(r.status, 201, "{n}: {r:?}");
+        assert_eq!(r.body["strategy"], strategy, "{n}");
+        assert!(
+            ids_in_feature_order(app, table, &r.body, &tag).await,
+            "{n}: ids out of order: {r:?}"
+        );
+    }
+    for mode in ["batch", "skip"] {
+        let r = app
+            .post_raw(
+                &format!("/collections/{}/items?mode={mode}", table.name),
+                Some("application/geo+json"),
+                (table.points)(&format!("{mode}-"), 20).to_string(),
+            )
+            .await;
+        assert_eq!(
+            (r.status.as_u16(), &r.body["written"]),
+            (200, &json!(20)),
+            "{mode}: {r:?}"
+        );
+    }
+}
+
+/// A PATCH of `item` under `etag`, then again under the same, now stale.
+async fn patched_under(app: &TestApp, item: &str, etag: &str) {
+    for (name, status) in [("patched", 204), ("stale", 412)] {
+        let headers = [
+            ("content-type", "application/merge-patch+json"),
+            ("if-match", etag),
+        ];
+        let body = json!({"properties": {"name": name}}).to_string();
+        let r = app.send("PATCH", item, &headers, Some(body)).await;
+        assert_eq!(r.status, status, "{name}: {r:?}");
+    }
+}
+
+/// A POST of 30 points into `table` under the Idempotency-Key `key`, sent
+/// twice: written once, answered the same again. A key of the run's own:
+/// the coordinator keeps keys for a day.
+async fn keyed_post_written_once(app: &TestApp, table: &Table, key: &str) {
+    let headers = [
+        ("content-type", "application/geo+json"),
+        ("idempotency-key", key),
+    ];
+    let keyed = (table.points)("keyed-", 30).to_string();
+    let path = format!("/collections/{}/items", table.name);
+    let first = app.send("POST", &path, &headers, Some(keyed.clone())).await;
+    let again = app.send("POST", &path, &headers, Some(keyed)).await;
+    assert_eq!(
+        (first.status.as_u16(), again.status),
+        (201, first.status),
+        "{again:?}"
+    );
+    assert_eq!(first.body["ids"], again.body["ids"]);
+    let count = format!(
+        "SELECT count(*) FROM {} WHERE name LIKE 'keyed-%'",
+        table.name
+    );
+    assert_eq!(app.db.int(&count).await, 30);
 }
 
 #[tokio::test]
@@ -147,28 +231,7 @@ async fn every_write_path_works_on_a_distributed_table() {
     };
     // The bulk POST, each strategy: ids in feature order (Citus answers a
     // multi-row INSERT's keys shard by shard, so none is sent there).
-    for (n, strategy) in [(10, "insert"), (1000, "copy"), (20000, "copy")] {
-        let tag = format!("bulk{n}-");
-        let r = app.post("sites", &points(&tag, n)).await;
-        assert_eq!(r.status, 201, "{n}: {r:?}");
-        assert_eq!(r.body["strategy"], strategy, "{n}");
-        assert!(
-            ids_in_feature_order(&app, &r.body, &tag).await,
-            "{n}: ids out of order"
-        );
-    }
-    for mode in ["batch", "skip"] {
-        let tag = format!("{mode}-");
-        let r = app
-            .post_raw(
-                &format!("/collections/sites/items?mode={mode}"),
-                Some("application/geo+json"),
-                points(&tag, 20).to_string(),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{mode}: {r:?}");
-        assert_eq!(r.body["written"], 20, "{mode}");
-    }
+    posted_every_way(&app, &SITES).await;
     // Skip mode sets a refused feature aside and writes the rest.
     let mut mixed = points("mixed-", 3);
     mixed["features"][1]["properties"]["height"] = json!(-1.0);
@@ -195,15 +258,7 @@ async fn every_write_path_works_on_a_distributed_table() {
     assert_eq!(got.body["properties"]["name"], "unnamed", "{got:?}");
     let etag = got.headers["etag"].to_str().unwrap().to_owned();
     // PATCH with its precondition (was a 500: a stable function in RETURNING).
-    for (name, status) in [("patched", 204), ("stale", 412)] {
-        let headers = [
-            ("content-type", "application/merge-patch+json"),
-            ("if-match", etag.as_str()),
-        ];
-        let body = json!({"properties": {"name": name}}).to_string();
-        let r = app.send("PATCH", &item, &headers, Some(body)).await;
-        assert_eq!(r.status, status, "{name}: {r:?}");
-    }
+    patched_under(&app, &item, &etag).await;
     let put = app
         .send(
             "PUT",
@@ -252,36 +307,7 @@ async fn every_write_path_works_on_a_distributed_table() {
         0
     );
     // An Idempotency-Key: written once, answered again.
-    // A key of this run's own: the coordinator keeps keys for a day.
-    let key = format!("{schema}-key");
-    let headers = [
-        ("content-type", "application/geo+json"),
-        ("idempotency-key", key.as_str()),
-    ];
-    let keyed = points("keyed-", 30).to_string();
-    let first = app
-        .send(
-            "POST",
-            "/collections/sites/items",
-            &headers,
-            Some(keyed.clone()),
-        )
-        .await;
-    let again = app
-        .send("POST", "/collections/sites/items", &headers, Some(keyed))
-        .await;
-    assert_eq!(
-        (first.status.as_u16(), again.status),
-        (201, first.status),
-        "{again:?}"
-    );
-    assert_eq!(first.body["ids"], again.body["ids"]);
-    assert_eq!(
-        app.db
-            .int("SELECT count(*) FROM sites WHERE name LIKE 'keyed-%'")
-            .await,
-        30
-    );
+    keyed_post_written_once(&app, &SITES, &format!("{schema}-key")).await;
     drop_schema(&app, &schema).await;
 }
 
@@ -340,25 +366,6 @@ fn team_points(tag: &str, n: usize) -> Value {
     body
 }
 
-/// Whether each id of the answer `r` (`team,id`) names the row of the feature at its place.
-async fn team_ids_in_feature_order(app: &TestApp, r: &Value, tag: &str) -> bool {
-    let rows = app
-        .db
-        .client
-        .query("SELECT team, id::text, name FROM team_sites", &[])
-        .await
-        .unwrap();
-    let by_key: HashMap<Vec<String>, String> = (rows.iter())
-        .map(|r| (vec![r.get(0), r.get(1)], r.get(2)))
-        .collect();
-    let ids = r["ids"].as_array().unwrap();
-    !ids.is_empty()
-        && ids.iter().enumerate().all(|(i, id)| {
-            let key = featurepipe::catalog::key::parts(id.as_str().unwrap_or_default());
-            by_key.get(&key) == Some(&format!("{tag}{i}"))
-        })
-}
-
 #[tokio::test]
 async fn a_table_distributed_by_its_tenant_takes_every_write() {
     const TEST: &str = "a_table_distributed_by_its_tenant_takes_every_write";
@@ -367,30 +374,7 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
     };
     // Its id is the key's two values, `team,id`: ids in feature order, by
     // each strategy (COPY draws the ids, the features give the teams).
-    for (n, strategy) in [(10, "insert"), (1000, "copy"), (20000, "copy")] {
-        let tag = format!("bulk{n}-");
-        let r = app.post("team_sites", &team_points(&tag, n)).await;
-        assert_eq!(r.status, 201, "{n}: {r:?}");
-        assert_eq!(r.body["strategy"], strategy, "{n}");
-        assert!(
-            team_ids_in_feature_order(&app, &r.body, &tag).await,
-            "{n}: {r:?}"
-        );
-    }
-    for mode in ["batch", "skip"] {
-        let r = app
-            .post_raw(
-                &format!("/collections/team_sites/items?mode={mode}"),
-                Some("application/geo+json"),
-                team_points(mode, 20).to_string(),
-            )
-            .await;
-        assert_eq!(
-            (r.status.as_u16(), &r.body["written"]),
-            (200, &json!(20)),
-            "{mode}: {r:?}"
-        );
-    }
+    posted_every_way(&app, &TEAM_SITES).await;
     let r = app.post("team_sites", &team_points("one-", 1)).await;
     let id = r.body["ids"][0].as_str().unwrap().to_owned();
     assert!(id.starts_with("north,"), "{id}");
@@ -403,15 +387,7 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
     );
     let etag = got.headers["etag"].to_str().unwrap().to_owned();
     // PATCH, PUT and DELETE find it by both values, with their preconditions.
-    for (name, status) in [("patched", 204), ("stale", 412)] {
-        let headers = [
-            ("content-type", "application/merge-patch+json"),
-            ("if-match", etag.as_str()),
-        ];
-        let body = json!({"properties": {"name": name}}).to_string();
-        let r = app.send("PATCH", &item, &headers, Some(body)).await;
-        assert_eq!(r.status, status, "{name}: {r:?}");
-    }
+    patched_under(&app, &item, &etag).await;
     let put = point(3.0, 4.0, json!({"team": "north", "name": "put"})).to_string();
     let r = app
         .send(
@@ -450,7 +426,7 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
     // The inserts are one statement, their ids drawn and answered in order.
     let inserted = json!({"ids": r.body["results"][1]["ids"]});
     assert!(
-        team_ids_in_feature_order(&app, &inserted, "session-").await,
+        ids_in_feature_order(&app, &TEAM_SITES, &inserted, "session-").await,
         "{r:?}"
     );
     // A run of updates and a run of deletes: a statement each.
@@ -502,21 +478,7 @@ async fn a_table_distributed_by_its_tenant_takes_every_write() {
         "SELECT count(*) FROM team_sites WHERE name IN ('session', 'put', 'patched', 'ogc')";
     assert_eq!(app.db.int(count).await, 0);
     // An Idempotency-Key: written once, answered again.
-    let key = format!("{schema}-team-key");
-    let headers = [
-        ("content-type", "application/geo+json"),
-        ("idempotency-key", key.as_str()),
-    ];
-    let keyed = team_points("keyed-", 30).to_string();
-    let path = "/collections/team_sites/items";
-    let first = app.send("POST", path, &headers, Some(keyed.clone())).await;
-    let again = app.send("POST", path, &headers, Some(keyed)).await;
-    assert_eq!(
-        (first.status.as_u16(), &first.body["ids"]),
-        (201, &again.body["ids"])
-    );
-    let count = "SELECT count(*) FROM team_sites WHERE name LIKE 'keyed-%'";
-    assert_eq!(app.db.int(count).await, 30);
+    keyed_post_written_once(&app, &TEAM_SITES, &format!("{schema}-team-key")).await;
     drop_schema(&app, &schema).await;
 }
 
@@ -641,7 +603,7 @@ async fn pipelined_inserts_far_from_the_coordinator_take_one_flight() {
             "{tag}: {r:?}"
         );
         assert!(
-            ids_in_feature_order(&app, &r.body, tag).await,
+            ids_in_feature_order(&app, &SITES, &r.body, tag).await,
             "{tag}: ids out of order"
         );
         counted.push((proxy.round_trips() - before, took));
@@ -704,7 +666,7 @@ async fn a_session_changes_many_features_in_one_statement() {
         .map(|r| r["ids"][0].as_i64().unwrap())
         .collect();
     assert!(
-        ids_in_feature_order(&app, &json!({ "ids": ids }), "many-").await,
+        ids_in_feature_order(&app, &SITES, &json!({ "ids": ids }), "many-").await,
         "ids out of order"
     );
     // Each under its ETag, as the QGIS plugin sends them.
