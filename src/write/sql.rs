@@ -399,10 +399,7 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
         vec!["n".to_owned()],
     ]
     .concat();
-    let many = ManyChanges {
-        table: coll.qualified_name(),
-        coll,
-    };
+    let many = ManyChanges { coll };
     let sets = |alias: &str| {
         let replace = matches!(change, ItemChange::Replace(_));
         assignments(coll, columns, replace, srid, |i| format!("{alias}.c{i}"))
@@ -435,7 +432,6 @@ pub fn change_many(coll: &Collection, change: ItemChange<'_>, srid: i32) -> Opti
 /// The CTEs ending in `done(n, etag)` that make the changes of
 /// [`change_many`] to the rows of `u` (`id`, `tag`, `c0`…, `n`).
 struct ManyChanges<'a> {
-    table: String,
     /// The changed collection, which has a key.
     coll: &'a Collection,
 }
@@ -470,7 +466,7 @@ impl ManyChanges<'_> {
         format!(
             "done(n, etag) AS (DELETE FROM {} AS t USING u WHERE {} AND {TAG_HOLDS} \
              RETURNING u.n, NULL::text)",
-            self.table,
+            self.coll.qualified_name(),
             self.key("u")
         )
     }
@@ -479,7 +475,7 @@ impl ManyChanges<'_> {
         format!(
             "done(n, etag) AS (UPDATE {} AS t SET {} FROM u WHERE {} AND {TAG_HOLDS} \
              RETURNING u.n, md5(t::text))",
-            self.table,
+            self.coll.qualified_name(),
             sets.join(", "),
             self.key("u")
         )
@@ -496,7 +492,7 @@ impl ManyChanges<'_> {
     fn read_on_citus(&self) -> String {
         format!(
             "ok AS (SELECT u.*, t.xmin AS version FROM u JOIN {} AS t ON {} WHERE {} AND {TAG_HOLDS}), ",
-            self.table,
+            self.coll.qualified_name(),
             self.key("u"),
             self.among()
         )
@@ -515,7 +511,7 @@ impl ManyChanges<'_> {
         format!(
             "{}done(n, etag) AS (DELETE FROM {} AS t USING ok WHERE {} RETURNING ok.n, NULL::text)",
             self.read_on_citus(),
-            self.table,
+            self.coll.qualified_name(),
             self.unchanged()
         )
     }
@@ -525,7 +521,7 @@ impl ManyChanges<'_> {
             "{}updated AS (UPDATE {} AS t SET {} FROM ok WHERE {} RETURNING t.*), \
              done(n, etag) AS (SELECT u.n, md5(t::text) FROM updated AS t JOIN u ON {})",
             self.read_on_citus(),
-            self.table,
+            self.coll.qualified_name(),
             sets.join(", "),
             self.unchanged(),
             self.key("u")
