@@ -114,7 +114,7 @@ pub fn feature_object(coll: &Collection, geometry_members: &str, shown: Shown<'_
         // takes its fields from the properties knows each feature's id.
         if let Some(pk) = coll.primary_key.filter(|_| !coll.client_keys()) {
             props.push(col(coll, pk));
-        } else if coll.primary_key.is_none() && coll.has_key() {
+        } else if !coll.composite_key.is_empty() {
             props.push(format!(
                 "{} AS {}",
                 key_text(coll),
